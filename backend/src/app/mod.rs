@@ -1,0 +1,149 @@
+//! The server: shared state, the router, and the build -> port -> run seam that tests use to start
+//! the real app on port 0.
+
+mod root;
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use sqlx::PgPool;
+use tokio::net::TcpListener;
+use tower_http::compression::predicate::{NotForContentType, Predicate, SizeAbove};
+use tower_http::compression::{CompressionLayer, CompressionLevel};
+
+use crate::config::ServeConfig;
+use crate::metrics::{self, Metrics};
+use crate::trajectory::{self, error::ApiError, store};
+
+/// Everything a handler needs; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub db: PgPool,
+    pub metrics: Arc<Metrics>,
+    /// Largest request body accepted, before and after gunzipping.
+    pub body_limit: usize,
+    /// When set, API calls must present `Authorization: Bearer <token>`.
+    pub api_token: Option<Arc<str>>,
+    pub static_dir: Option<PathBuf>,
+    /// Runs known to exist, so most requests skip the upsert. Runs are never deleted.
+    known_runs: Arc<Mutex<HashSet<String>>>,
+}
+
+impl AppState {
+    pub fn new(db: PgPool, config: &ServeConfig) -> Self {
+        Self {
+            db,
+            metrics: Arc::new(Metrics::default()),
+            body_limit: config.body_limit_bytes,
+            api_token: config.api_token.as_deref().map(Arc::from),
+            static_dir: config.static_dir.clone(),
+            known_runs: Arc::new(Mutex::new(HashSet::from([trajectory::DEFAULT_RUN.to_string()]))),
+        }
+    }
+
+    pub async fn ensure_run(&self, run: &str) -> Result<(), ApiError> {
+        let known = self.known_runs.lock().unwrap_or_else(|p| p.into_inner()).contains(run);
+        if !known {
+            store::ensure_run(&self.db, run).await?;
+            self.known_runs.lock().unwrap_or_else(|p| p.into_inner()).insert(run.to_string());
+        }
+        Ok(())
+    }
+}
+
+pub fn router(state: AppState) -> Router {
+    let api = Router::new()
+        .merge(trajectory::routes())
+        .nest("/runs/{run}", trajectory::routes())
+        .route("/metrics", get(metrics::handler))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_token))
+        .route_layer(middleware::from_fn_with_state(state.clone(), metrics::track));
+    // Atropos compresses responses of 1000 bytes and more; batches compress well and fast.
+    let compress_when = SizeAbove::new(1000).and(NotForContentType::GRPC).and(NotForContentType::IMAGES);
+    let compression = CompressionLayer::new().quality(CompressionLevel::Fastest).compress_when(compress_when);
+    Router::new()
+        .route("/", get(root::root))
+        .merge(api)
+        .fallback(root::static_file)
+        .layer(compression)
+        .with_state(state)
+}
+
+async fn require_token(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    if let Some(expected) = &state.api_token {
+        let presented = req
+            .headers()
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if !presented.is_some_and(|token| constant_time_eq(token.as_bytes(), expected.as_bytes())) {
+            return ApiError::Unauthorized.into_response();
+        }
+    }
+    next.run(req).await
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A bound, migrated server that has not started serving yet.
+pub struct Server {
+    listener: TcpListener,
+    router: Router,
+    pub state: AppState,
+}
+
+impl Server {
+    /// Connects to Postgres, runs migrations and binds the listener (port 0 picks a free port).
+    pub async fn build(config: &ServeConfig) -> anyhow::Result<Self> {
+        let db = crate::db::connect(&config.database_url, config.db_max_connections).await?;
+        crate::db::migrate(&db).await?;
+        let listener = TcpListener::bind((config.host.as_str(), config.port))
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}:{}: {e}", config.host, config.port))?;
+        let state = AppState::new(db, config);
+        Ok(Self { listener, router: router(state.clone()), state })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr().expect("a bound listener has an address")
+    }
+
+    /// Serves until `shutdown` resolves, then finishes in-flight requests.
+    pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+        axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await?;
+        self.state.db.close().await;
+        Ok(())
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down");
+}

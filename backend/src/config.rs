@@ -1,0 +1,130 @@
+//! Server configuration. Precedence: command-line flags, then `LACHESIS_*` environment variables
+//! (clap reads both into the same optional fields), then a TOML config file, then defaults.
+//! Secrets (the API token) come from flags or the environment only, never from the file.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use serde::Deserialize;
+
+pub const DEFAULT_HOST: &str = "127.0.0.1";
+pub const DEFAULT_PORT: u16 = 8000;
+pub const DEFAULT_BODY_LIMIT_MIB: usize = 64;
+
+/// Settings as given by flags or environment; `None` means "not given".
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ServeArgs {
+    /// Address to bind. Anything but loopback turns API authentication on.
+    #[arg(long, env = "LACHESIS_HOST")]
+    pub host: Option<String>,
+    #[arg(long, env = "LACHESIS_PORT")]
+    pub port: Option<u16>,
+    /// Postgres URL (also read from DATABASE_URL).
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// The built frontend (Trunk's dist folder).
+    #[arg(long, env = "LACHESIS_STATIC_DIR")]
+    pub static_dir: Option<PathBuf>,
+    /// Largest request body, in MiB (applies after gunzipping too).
+    #[arg(long, env = "LACHESIS_BODY_LIMIT_MIB")]
+    pub body_limit_mib: Option<usize>,
+    #[arg(long, env = "LACHESIS_DB_MAX_CONNECTIONS")]
+    pub db_max_connections: Option<u32>,
+    /// Bearer token API clients must present. Required beyond loopback; generated when missing.
+    #[arg(long, env = "LACHESIS_API_TOKEN", hide_env_values = true)]
+    pub api_token: Option<String>,
+}
+
+/// The config file's keys (all optional).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    pub database_url: Option<String>,
+    pub static_dir: Option<PathBuf>,
+    pub body_limit_mib: Option<usize>,
+    pub db_max_connections: Option<u32>,
+}
+
+impl FileConfig {
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading config file {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("parsing config file {}", path.display()))
+    }
+}
+
+/// The settings the server runs with.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub host: String,
+    pub port: u16,
+    pub database_url: String,
+    pub static_dir: Option<PathBuf>,
+    pub body_limit_bytes: usize,
+    pub db_max_connections: u32,
+    pub api_token: Option<String>,
+}
+
+impl ServeConfig {
+    pub fn resolve(args: ServeArgs, file: FileConfig) -> anyhow::Result<Self> {
+        let host = args.host.or(file.host).unwrap_or_else(|| DEFAULT_HOST.to_string());
+        let database_url = args.database_url.or(file.database_url).context(
+            "no database: set DATABASE_URL or pass --database-url (`make run` starts a private Postgres for you)",
+        )?;
+        let body_limit_mib = args.body_limit_mib.or(file.body_limit_mib).unwrap_or(DEFAULT_BODY_LIMIT_MIB);
+        if body_limit_mib == 0 {
+            bail!("the body limit must be at least 1 MiB");
+        }
+        Ok(Self {
+            port: args.port.or(file.port).unwrap_or(DEFAULT_PORT),
+            database_url,
+            static_dir: args.static_dir.or(file.static_dir),
+            body_limit_bytes: body_limit_mib.saturating_mul(1024 * 1024),
+            db_max_connections: args.db_max_connections.or(file.db_max_connections).unwrap_or(32),
+            api_token: args.api_token.filter(|t| !t.is_empty()),
+            host,
+        })
+    }
+
+    /// True when the bind address is reachable only from this machine.
+    pub fn is_loopback(&self) -> bool {
+        self.host == "localhost" || self.host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args() -> ServeArgs {
+        ServeArgs { database_url: Some("postgres://flag".into()), ..ServeArgs::default() }
+    }
+
+    #[test]
+    fn flags_win_over_the_file_and_the_file_over_defaults() {
+        let file: FileConfig = toml::from_str("port = 9000\nhost = \"0.0.0.0\"\nbody_limit_mib = 8").unwrap();
+        let mut given = args();
+        given.host = Some("127.0.0.2".into());
+        let config = ServeConfig::resolve(given, file).unwrap();
+        assert_eq!(config.host, "127.0.0.2");
+        assert_eq!(config.port, 9000);
+        assert_eq!(config.body_limit_bytes, 8 * 1024 * 1024);
+        assert_eq!(config.database_url, "postgres://flag");
+    }
+
+    #[test]
+    fn defaults_bind_loopback_port_8000() {
+        let config = ServeConfig::resolve(args(), FileConfig::default()).unwrap();
+        assert_eq!((config.host.as_str(), config.port), ("127.0.0.1", 8000));
+        assert!(config.is_loopback());
+        assert_eq!(config.body_limit_bytes, 64 * 1024 * 1024);
+    }
+
+    #[test]
+    fn unknown_file_keys_and_missing_database_are_errors() {
+        assert!(toml::from_str::<FileConfig>("api_token = \"secret\"").is_err());
+        assert!(ServeConfig::resolve(ServeArgs::default(), FileConfig::default()).is_err());
+    }
+}

@@ -1,0 +1,11 @@
+//! Lachesis: a platform for reinforcement-learning environments for language models.
+//!
+//! This crate is the server (the `lachesis` binary is a thin shell over it): the Atropos-compatible
+//! trajectory API ([`trajectory`]), durable in Postgres, with metrics and the browser app's files.
+
+pub mod app;
+pub mod bench;
+pub mod config;
+pub mod db;
+pub mod metrics;
+pub mod trajectory;

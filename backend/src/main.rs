@@ -1,0 +1,86 @@
+//! The `lachesis` command: serve the platform, run migrations, benchmark.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use lachesis::config::{FileConfig, ServeArgs, ServeConfig};
+
+#[derive(Parser)]
+#[command(name = "lachesis", version, about = "Reinforcement-learning environments for language models")]
+struct Cli {
+    /// A TOML config file; flags and LACHESIS_* variables override its keys.
+    #[arg(long, global = true, env = "LACHESIS_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the trajectory API and the browser app.
+    Serve(ServeArgs),
+    /// Apply database migrations and exit.
+    Migrate {
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: Option<String>,
+    },
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        which: BenchCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Ingest throughput and `/batch` latency of one or more trajectory APIs, side by side.
+    Api(lachesis::bench::ApiBenchArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "lachesis=info,tower_http=warn".into()),
+        )
+        .init();
+    let cli = Cli::parse();
+    let file = match &cli.config {
+        Some(path) => FileConfig::load(path)?,
+        None => FileConfig::default(),
+    };
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Serve(args) => serve(ServeConfig::resolve(args, file)?).await,
+            Command::Migrate { database_url } => {
+                let url = database_url.or(file.database_url).context("set DATABASE_URL or --database-url")?;
+                let db = lachesis::db::connect(&url, 2).await?;
+                lachesis::db::migrate(&db).await?;
+                println!("migrations applied to {}", lachesis::db::redact(&url));
+                Ok(())
+            }
+            Command::Bench { which: BenchCommand::Api(args) } => {
+                let reports = lachesis::bench::run_api_bench(args).await?;
+                lachesis::bench::print_reports(&reports);
+                Ok(())
+            }
+        }
+    })
+}
+
+async fn serve(mut config: ServeConfig) -> anyhow::Result<()> {
+    if !config.is_loopback() && config.api_token.is_none() {
+        // Beyond loopback the API is never open: make a token and say it once.
+        let token: String = (0..32).map(|_| format!("{:02x}", rand::random::<u8>())).collect();
+        eprintln!("Serving beyond loopback: API authentication is on. Token (set LACHESIS_API_TOKEN to choose one):");
+        eprintln!("{token}");
+        config.api_token = Some(token);
+    }
+    let server = lachesis::app::Server::build(&config).await?;
+    let addr = server.local_addr();
+    tracing::info!(%addr, auth = config.api_token.is_some(), "serving");
+    println!("Lachesis is serving on http://{addr}");
+    server.run_until(lachesis::app::shutdown_signal()).await
+}

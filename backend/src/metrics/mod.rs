@@ -1,0 +1,146 @@
+//! Prometheus metrics in the text exposition format, kept in memory per process.
+//!
+//! Counters and the latency histogram are cheap (one short std mutex section per event, never held
+//! across an await); queue depths are read from Postgres at scrape time, so every instance reports the
+//! shared truth.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::app::AppState;
+use crate::trajectory::store::{self, Ingested};
+
+const LATENCY_BUCKETS: [f64; 14] =
+    [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+
+#[derive(Default)]
+pub struct Metrics {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// (metric name, run) -> count
+    counters: BTreeMap<(&'static str, String), u64>,
+    /// (method, route, status) -> latency histogram
+    latency: BTreeMap<(String, String, u16), Histogram>,
+}
+
+#[derive(Default, Clone)]
+struct Histogram {
+    buckets: [u64; LATENCY_BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+impl Metrics {
+    fn add(&self, name: &'static str, run: &str, by: u64) {
+        let mut inner = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        *inner.counters.entry((name, run.to_string())).or_default() += by;
+    }
+
+    pub fn group_received(&self, run: &str, outcome: Ingested) {
+        self.add("lachesis_groups_received_total", run, 1);
+        if let Ingested::Buffered { .. } = outcome {
+            self.add("lachesis_groups_buffered_total", run, 1);
+        }
+    }
+
+    pub fn batch_formed(&self, run: &str, groups: usize) {
+        self.add("lachesis_batches_formed_total", run, 1);
+        self.add("lachesis_groups_batched_total", run, groups as u64);
+    }
+
+    pub fn batch_served(&self, run: &str) {
+        self.add("lachesis_batches_served_total", run, 1);
+    }
+
+    fn observe(&self, method: &str, route: &str, status: u16, seconds: f64) {
+        let mut inner = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let h = inner.latency.entry((method.to_string(), route.to_string(), status)).or_default();
+        for (bucket, bound) in h.buckets.iter_mut().zip(LATENCY_BUCKETS) {
+            if seconds <= bound {
+                *bucket += 1;
+            }
+        }
+        h.count += 1;
+        h.sum += seconds;
+    }
+
+    /// The exposition text; `depths` are (run, queued groups, buffered groups).
+    pub fn render(&self, depths: &[(String, i64, i64)]) -> String {
+        let inner = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut out = String::new();
+        let help = [
+            ("lachesis_groups_received_total", "Scored groups acknowledged (queued or buffered)."),
+            ("lachesis_groups_buffered_total", "Groups held back because their size differs from the env's."),
+            ("lachesis_groups_batched_total", "Groups placed into batches."),
+            ("lachesis_batches_formed_total", "Batches formed."),
+            ("lachesis_batches_served_total", "Batches handed to a trainer."),
+        ];
+        for (name, text) in help {
+            let _ = writeln!(out, "# HELP {name} {text}\n# TYPE {name} counter");
+            for ((metric, run), value) in &inner.counters {
+                if *metric == name {
+                    let _ = writeln!(out, "{name}{{run=\"{}\"}} {value}", escape(run));
+                }
+            }
+        }
+        out.push_str("# HELP lachesis_queue_depth Groups waiting in the run's queue.\n");
+        out.push_str("# TYPE lachesis_queue_depth gauge\n");
+        for (run, queued, _) in depths {
+            let _ = writeln!(out, "lachesis_queue_depth{{run=\"{}\"}} {queued}", escape(run));
+        }
+        out.push_str("# HELP lachesis_buffered_groups Groups waiting for partners of their env.\n");
+        out.push_str("# TYPE lachesis_buffered_groups gauge\n");
+        for (run, _, buffered) in depths {
+            let _ = writeln!(out, "lachesis_buffered_groups{{run=\"{}\"}} {buffered}", escape(run));
+        }
+        let name = "lachesis_http_request_duration_seconds";
+        let _ = writeln!(out, "# HELP {name} HTTP request latency.\n# TYPE {name} histogram");
+        for ((method, route, status), h) in &inner.latency {
+            let labels = format!("method=\"{method}\",route=\"{}\",status=\"{status}\"", escape(route));
+            for (count, bound) in h.buckets.iter().zip(LATENCY_BUCKETS) {
+                let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {count}");
+            }
+            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", h.count);
+            let _ = writeln!(out, "{name}_sum{{{labels}}} {}", h.sum);
+            let _ = writeln!(out, "{name}_count{{{labels}}} {}", h.count);
+        }
+        out
+    }
+}
+
+fn escape(label: &str) -> String {
+    label.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// Middleware: times every request under its route template (never the raw path, which would let
+/// clients grow the label set without bound).
+pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = req.method().to_string();
+    let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string());
+    let response = next.run(req).await;
+    let route = route.unwrap_or_else(|| "unmatched".into());
+    state.metrics.observe(&method, &route, response.status().as_u16(), started.elapsed().as_secs_f64());
+    response
+}
+
+/// `GET /metrics`.
+pub async fn handler(State(state): State<AppState>) -> Response {
+    match store::depth_by_run(&state.db).await {
+        Ok(depths) => (
+            [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+            state.metrics.render(&depths),
+        )
+            .into_response(),
+        Err(err) => err.into_response(),
+    }
+}

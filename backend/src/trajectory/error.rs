@@ -1,0 +1,66 @@
+//! The one error type of the trajectory API boundary. Every variant answers with the FastAPI-shaped
+//! JSON body from `lachesis_shared::error`, so Atropos clients and our frontend decode it alike.
+//! Database and internal failures are logged once here and leave the server as an opaque 500.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use lachesis_shared::error::{ErrorBody, ErrorDetail, FieldIssue};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("invalid request body")]
+    InvalidBody(Vec<FieldIssue>),
+    #[error("Invalid gzip payload")]
+    InvalidGzip,
+    #[error("request body larger than {limit} bytes")]
+    BodyTooLarge { limit: usize },
+    #[error("run names are 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")]
+    InvalidRunName,
+    #[error("environment {0} is not registered with this run")]
+    UnknownEnv(i64),
+    #[error("a valid API token is required (Authorization: Bearer ...)")]
+    Unauthorized,
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+}
+
+impl ApiError {
+    /// A single field problem, located under `body`.
+    pub fn field(kind: &str, loc: &[serde_json::Value], msg: impl Into<String>) -> Self {
+        let mut full = vec![serde_json::Value::from("body")];
+        full.extend_from_slice(loc);
+        ApiError::InvalidBody(vec![FieldIssue { kind: kind.into(), loc: full, msg: msg.into() }])
+    }
+
+    fn status(&self) -> StatusCode {
+        match self {
+            ApiError::InvalidBody(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::InvalidGzip | ApiError::InvalidRunName => StatusCode::BAD_REQUEST,
+            ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnknownEnv(_) => StatusCode::NOT_FOUND,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Database(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let detail = match self {
+            ApiError::InvalidBody(issues) => ErrorDetail::Fields(issues),
+            ApiError::Database(err) => {
+                tracing::error!(error = %err, "database error in the trajectory API");
+                ErrorDetail::Message("internal server error".into())
+            }
+            other => ErrorDetail::Message(other.to_string()),
+        };
+        let mut response = (status, axum::Json(ErrorBody { detail })).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(axum::http::header::WWW_AUTHENTICATE, axum::http::HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}

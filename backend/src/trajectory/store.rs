@@ -1,0 +1,434 @@
+//! The trajectory API's state in Postgres. Every acknowledged change is committed before the handler
+//! answers, so a crash loses nothing the client was told about. Batch formation for a run is
+//! serialised by locking the run's row, so concurrent `/batch` calls (also from several server
+//! instances) never hand out a group twice.
+
+use lachesis_shared::atropos::{EnvRegistered, Registration, RegisterEnv, ScoredData, StatusEnv};
+use sqlx::{PgConnection, PgPool, Row};
+
+use super::error::ApiError;
+use super::figures::{self, EnvFigures, QueuedByEnv};
+use super::packing::{self, EnvShare, QueuedGroup};
+
+/// The run row, as the handlers need it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct RunRow {
+    pub registered: bool,
+    pub wandb_group: Option<String>,
+    pub wandb_project: Option<String>,
+    pub batch_size: i64,
+    pub max_token_len: i64,
+    pub checkpoint_dir: String,
+    pub save_checkpoint_interval: i64,
+    pub num_steps: i64,
+    pub started: bool,
+    pub current_step: i64,
+}
+
+const RUN_COLUMNS: &str = "registered, wandb_group, wandb_project, batch_size, max_token_len, checkpoint_dir, \
+     save_checkpoint_interval, num_steps, started, current_step";
+
+pub async fn ensure_run(db: &PgPool, run: &str) -> Result<(), ApiError> {
+    sqlx::query("INSERT INTO runs (id) VALUES ($1) ON CONFLICT (id) DO NOTHING").bind(run).execute(db).await?;
+    Ok(())
+}
+
+pub async fn load_run(conn: &mut PgConnection, run: &str, lock: bool) -> Result<RunRow, ApiError> {
+    // NO KEY UPDATE serialises batch formation yet leaves inserts (whose foreign key takes KEY SHARE
+    // on this row) running.
+    let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1{}", if lock { " FOR NO KEY UPDATE" } else { "" });
+    Ok(sqlx::query_as::<_, RunRow>(&sql).bind(run).fetch_one(conn).await?)
+}
+
+/// `/register`: the first registration sets the run up; later ones only count another requester.
+pub async fn register_trainer(db: &PgPool, run: &str, reg: &Registration) -> Result<(), ApiError> {
+    sqlx::query(
+        "UPDATE runs SET
+            registered = TRUE, wandb_group = $2, wandb_project = $3, batch_size = $4, max_token_len = $5,
+            checkpoint_dir = $6, save_checkpoint_interval = $7, num_steps = $8, current_step = $9,
+            started = FALSE, requesters = requesters + 1
+         WHERE id = $1 AND NOT registered",
+    )
+    .bind(run)
+    .bind(&reg.wandb_group)
+    .bind(&reg.wandb_project)
+    .bind(reg.batch_size)
+    .bind(reg.max_token_len)
+    .bind(&reg.checkpoint_dir)
+    .bind(reg.save_checkpoint_interval)
+    .bind(reg.num_steps)
+    .bind(reg.starting_step)
+    .execute(db)
+    .await?;
+    sqlx::query("UPDATE runs SET requesters = requesters + 1 WHERE id = $1 AND registered")
+        .bind(run)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// `/register-env`: `None` while the trainer has not pulled its first batch.
+pub async fn register_env(db: &PgPool, run: &str, env: &RegisterEnv) -> Result<Option<EnvRegistered>, ApiError> {
+    let mut tx = db.begin().await?;
+    let row = load_run(&mut tx, run, true).await?;
+    if !row.started {
+        return Ok(None);
+    }
+    let (env_count, same_name): (i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(*) FILTER (WHERE desired_name = $2) FROM envs WHERE run_id = $1",
+    )
+    .bind(run)
+    .bind(&env.desired_name)
+    .fetch_one(&mut *tx)
+    .await?;
+    let real_name = format!("{}_{}", env.desired_name, same_name);
+    sqlx::query(
+        "INSERT INTO envs (run_id, env_id, desired_name, real_name, max_context_len, weight, group_size,
+                           min_batch_allocation)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(run)
+    .bind(env_count as i32)
+    .bind(&env.desired_name)
+    .bind(&real_name)
+    .bind(env.max_token_length)
+    .bind(env.weight)
+    .bind(env.group_size)
+    .bind(env.min_batch_allocation)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(Some(EnvRegistered {
+        status: "success".into(),
+        env_id: env_count,
+        wandb_name: real_name,
+        checkpoint_dir: row.checkpoint_dir,
+        starting_step: row.current_step,
+        checkpoint_interval: row.save_checkpoint_interval,
+        num_steps: row.num_steps,
+    }))
+}
+
+/// `/disconnect-env`: false when no such env exists.
+pub async fn disconnect_env(db: &PgPool, run: &str, env_id: i64) -> Result<bool, ApiError> {
+    let Ok(env_id) = i32::try_from(env_id) else { return Ok(false) };
+    let done = sqlx::query("UPDATE envs SET connected = FALSE WHERE run_id = $1 AND env_id = $2")
+        .bind(run)
+        .bind(env_id)
+        .execute(db)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Where an ingested group went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ingested {
+    Queued,
+    /// Held back until partners complete its env's group size; the env's buffered sequence count.
+    Buffered { buffer_size: i64 },
+}
+
+/// Stores one scored group: queued directly, or buffered when its size differs from its env's
+/// registered group size (released into the queue once buffered groups sum to that size).
+pub async fn ingest(conn: &mut PgConnection, run: &str, group: &ScoredData) -> Result<Ingested, ApiError> {
+    let payload = serde_json::to_vec(group).expect("serialising plain JSON values cannot fail");
+    let n_seqs = group.group_size() as i32;
+    // Only an id that fits the envs table's integer can name a registered env.
+    let env_id = group.env_id.and_then(|id| i32::try_from(id).ok());
+    // Fast path, one statement: queue it unless its env expects another group size.
+    let queued = sqlx::query(
+        "INSERT INTO groups (run_id, env_id, n_seqs, weight_version, state, queue_pos, payload)
+         SELECT $1, $2, $3, $4, 'queued', nextval('groups_queue_pos'), $5
+         WHERE NOT EXISTS (SELECT 1 FROM envs WHERE run_id = $1 AND env_id = $6 AND group_size <> $3)",
+    )
+    .bind(run)
+    .bind(group.env_id)
+    .bind(n_seqs)
+    .bind(group.weight_version)
+    .bind(&payload)
+    .bind(env_id)
+    .execute(&mut *conn)
+    .await?;
+    if queued.rows_affected() == 1 {
+        return Ok(Ingested::Queued);
+    }
+    let env_id = env_id.expect("only a registered env can send a group to the buffer");
+    buffer_group(conn, run, env_id, n_seqs, group.weight_version, &payload).await
+}
+
+async fn buffer_group(
+    conn: &mut PgConnection,
+    run: &str,
+    env_id: i32,
+    n_seqs: i32,
+    weight_version: Option<i64>,
+    payload: &[u8],
+) -> Result<Ingested, ApiError> {
+    // The env row lock serialises this env's buffer across requests and server instances.
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    let (group_size,): (i64,) =
+        sqlx::query_as("SELECT group_size FROM envs WHERE run_id = $1 AND env_id = $2 FOR UPDATE")
+            .bind(run)
+            .bind(env_id)
+            .fetch_one(&mut *tx)
+            .await?;
+    sqlx::query(
+        "INSERT INTO groups (run_id, env_id, n_seqs, weight_version, state, payload)
+         VALUES ($1, $2, $3, $4, 'buffered', $5)",
+    )
+    .bind(run)
+    .bind(env_id)
+    .bind(n_seqs)
+    .bind(weight_version)
+    .bind(payload)
+    .execute(&mut *tx)
+    .await?;
+    let buffered: Vec<(i64, i32)> = sqlx::query_as(
+        "SELECT id, n_seqs FROM groups WHERE run_id = $1 AND env_id = $2 AND state = 'buffered' ORDER BY id",
+    )
+    .bind(run)
+    .bind(env_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    let sizes: Vec<usize> = buffered.iter().map(|&(_, n)| n.max(0) as usize).collect();
+    let target = usize::try_from(group_size).unwrap_or(0);
+    let picked = packing::find_groups_summing_to_target(&sizes, target);
+    let released: Vec<i64> = picked.iter().map(|&i| buffered[i].0).collect();
+    if !released.is_empty() {
+        // Released groups join the queue in buffer order, each with its own queue position.
+        sqlx::query(
+            "UPDATE groups g SET state = 'queued', queue_pos = r.pos
+             FROM (SELECT id, nextval('groups_queue_pos') AS pos
+                   FROM unnest($1::bigint[]) WITH ORDINALITY AS u(id, ord) ORDER BY ord) r
+             WHERE g.id = r.id",
+        )
+        .bind(&released)
+        .execute(&mut *tx)
+        .await?;
+    }
+    let remaining: i64 = buffered
+        .iter()
+        .filter(|(id, _)| !released.contains(id))
+        .map(|&(_, n)| i64::from(n))
+        .sum();
+    tx.commit().await?;
+    Ok(Ingested::Buffered { buffer_size: remaining })
+}
+
+/// `/status`: the step and the number of queued groups.
+pub async fn status(db: &PgPool, run: &str) -> Result<(i64, i64), ApiError> {
+    let row = sqlx::query(
+        "SELECT current_step, (SELECT count(*) FROM groups WHERE run_id = $1 AND state = 'queued') AS queued
+         FROM runs WHERE id = $1",
+    )
+    .bind(run)
+    .fetch_one(db)
+    .await?;
+    Ok((row.get("current_step"), row.get("queued")))
+}
+
+/// `/status-env`, which also raises the env's group size to the largest it has queued.
+pub async fn status_env(db: &PgPool, run: &str, env_id: i64) -> Result<StatusEnv, ApiError> {
+    let mut conn = db.acquire().await?;
+    let run_row = load_run(&mut conn, run, false).await?;
+    let envs: Vec<EnvFigures> = sqlx::query(
+        "SELECT env_id, max_context_len, weight, group_size, min_batch_allocation, connected
+         FROM envs WHERE run_id = $1 ORDER BY env_id",
+    )
+    .bind(run)
+    .fetch_all(&mut *conn)
+    .await?
+    .into_iter()
+    .map(|r| EnvFigures {
+        env_id: i64::from(r.get::<i32, _>("env_id")),
+        max_context_len: r.get("max_context_len"),
+        weight: r.get("weight"),
+        group_size: r.get("group_size"),
+        min_batch_allocation: r.get("min_batch_allocation"),
+        connected: r.get("connected"),
+    })
+    .collect();
+    let env = envs.iter().find(|e| e.env_id == env_id).cloned().ok_or(ApiError::UnknownEnv(env_id))?;
+    let queue: Vec<QueuedByEnv> = sqlx::query(
+        "SELECT env_id, sum(n_seqs)::bigint AS sequences, max(n_seqs)::bigint AS largest
+         FROM groups WHERE run_id = $1 AND state = 'queued' GROUP BY env_id",
+    )
+    .bind(run)
+    .fetch_all(&mut *conn)
+    .await?
+    .into_iter()
+    .map(|r| QueuedByEnv {
+        env_id: r.get("env_id"),
+        sequences: r.get("sequences"),
+        largest_group: r.get("largest"),
+    })
+    .collect();
+    let batch_size = if run_row.registered { run_row.batch_size } else { 0 };
+    let (figures, group_size) = figures::status_env(&env, &envs, &queue, run_row.current_step, batch_size);
+    if group_size > env.group_size {
+        sqlx::query("UPDATE envs SET group_size = $3 WHERE run_id = $1 AND env_id = $2 AND group_size < $3")
+            .bind(run)
+            .bind(env_id as i32)
+            .bind(group_size)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(figures)
+}
+
+/// The outcome of a `/batch` call.
+pub enum BatchOutcome {
+    NotRegistered,
+    Empty,
+    /// The groups' payloads in batch order, and the distinct weight versions among them.
+    Batch { payloads: Vec<Vec<u8>>, weight_versions: Vec<i64> },
+}
+
+/// `/batch`: serves the oldest formed batch; when none is left, forms every batch the queue allows
+/// (advancing the step by their number, as atroposlib does) and serves the first.
+pub async fn next_batch(db: &PgPool, run: &str) -> Result<(BatchOutcome, Vec<usize>), ApiError> {
+    let mut tx = db.begin().await?;
+    let row = load_run(&mut tx, run, true).await?;
+    if !row.registered {
+        return Ok((BatchOutcome::NotRegistered, Vec::new()));
+    }
+    if !row.started {
+        sqlx::query("UPDATE runs SET started = TRUE WHERE id = $1").bind(run).execute(&mut *tx).await?;
+    }
+    let mut formed_sizes = Vec::new();
+    let mut batch_id: Option<i64> =
+        sqlx::query_scalar("SELECT id FROM batches WHERE run_id = $1 AND served_at IS NULL ORDER BY id LIMIT 1")
+            .bind(run)
+            .fetch_optional(&mut *tx)
+            .await?;
+    if batch_id.is_none() {
+        let formed = form_all_batches(&mut tx, run, row.batch_size).await?;
+        formed_sizes = formed.iter().map(|(_, n)| *n).collect();
+        batch_id = formed.first().map(|(id, _)| *id);
+    }
+    let Some(batch_id) = batch_id else {
+        tx.commit().await?;
+        return Ok((BatchOutcome::Empty, formed_sizes));
+    };
+    sqlx::query("UPDATE batches SET served_at = now() WHERE id = $1").bind(batch_id).execute(&mut *tx).await?;
+    let rows: Vec<(Vec<u8>, Option<i64>)> =
+        sqlx::query_as("SELECT payload, weight_version FROM groups WHERE batch_id = $1 ORDER BY batch_pos")
+            .bind(batch_id)
+            .fetch_all(&mut *tx)
+            .await?;
+    tx.commit().await?;
+    let mut weight_versions: Vec<i64> = rows.iter().filter_map(|(_, v)| *v).collect();
+    weight_versions.sort_unstable();
+    weight_versions.dedup();
+    let payloads = rows.into_iter().map(|(p, _)| p).collect();
+    Ok((BatchOutcome::Batch { payloads, weight_versions }, formed_sizes))
+}
+
+/// Forms and stores every batch the run's queue allows; returns (batch id, groups in it) in order.
+async fn form_all_batches(tx: &mut PgConnection, run: &str, batch_size: i64) -> Result<Vec<(i64, usize)>, ApiError> {
+    let queue: Vec<QueuedGroup> = sqlx::query_as::<_, (i64, Option<i64>, i32)>(
+        "SELECT id, env_id, n_seqs FROM groups WHERE run_id = $1 AND state = 'queued' ORDER BY queue_pos",
+    )
+    .bind(run)
+    .fetch_all(&mut *tx)
+    .await?
+    .into_iter()
+    .map(|(id, env_id, n)| QueuedGroup { id, env_id, n_seqs: n.max(0) as usize })
+    .collect();
+    let envs: Vec<EnvShare> = sqlx::query_as::<_, (i32, bool, Option<f64>)>(
+        "SELECT env_id, connected, min_batch_allocation FROM envs WHERE run_id = $1 ORDER BY env_id",
+    )
+    .bind(run)
+    .fetch_all(&mut *tx)
+    .await?
+    .into_iter()
+    .map(|(env_id, connected, min_batch_allocation)| EnvShare {
+        env_id: i64::from(env_id),
+        connected,
+        min_batch_allocation,
+    })
+    .collect();
+    let (batches, _rest) = packing::form_batches(queue, usize::try_from(batch_size).unwrap_or(0), &envs);
+    if batches.is_empty() {
+        return Ok(Vec::new());
+    }
+    let seq_counts: Vec<i32> =
+        batches.iter().map(|b| b.iter().map(|g| g.n_seqs).sum::<usize>() as i32).collect();
+    let batch_ids: Vec<i64> = sqlx::query_scalar(
+        "INSERT INTO batches (id, run_id, seq_count)
+         SELECT nextval('batches_id_seq'), $1, c FROM unnest($2::int[]) WITH ORDINALITY AS u(c, ord)
+         ORDER BY ord RETURNING id",
+    )
+    .bind(run)
+    .bind(&seq_counts)
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut sorted_ids = batch_ids.clone();
+    sorted_ids.sort_unstable();
+    let (mut group_ids, mut owners, mut positions) = (Vec::new(), Vec::new(), Vec::new());
+    for (batch, &batch_id) in batches.iter().zip(&sorted_ids) {
+        for (pos, group) in batch.iter().enumerate() {
+            group_ids.push(group.id);
+            owners.push(batch_id);
+            positions.push(pos as i32);
+        }
+    }
+    sqlx::query(
+        "UPDATE groups g SET state = 'batched', batch_id = u.batch_id, batch_pos = u.pos
+         FROM unnest($1::bigint[], $2::bigint[], $3::int[]) AS u(id, batch_id, pos)
+         WHERE g.id = u.id AND g.state = 'queued'",
+    )
+    .bind(&group_ids)
+    .bind(&owners)
+    .bind(&positions)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query("UPDATE runs SET current_step = current_step + $2 WHERE id = $1")
+        .bind(run)
+        .bind(batches.len() as i64)
+        .execute(&mut *tx)
+        .await?;
+    Ok(sorted_ids.into_iter().zip(batches.iter().map(Vec::len)).collect())
+}
+
+/// `/latest_example`: the group that most recently entered the queue.
+pub async fn latest_example(db: &PgPool, run: &str) -> Result<Option<Vec<u8>>, ApiError> {
+    Ok(sqlx::query_scalar(
+        "SELECT payload FROM groups WHERE run_id = $1 AND queue_pos IS NOT NULL ORDER BY queue_pos DESC LIMIT 1",
+    )
+    .bind(run)
+    .fetch_optional(db)
+    .await?)
+}
+
+/// `/reset_data`: forgets the run's registration, envs, queue, buffers and batches.
+pub async fn reset(db: &PgPool, run: &str) -> Result<(), ApiError> {
+    let mut tx = db.begin().await?;
+    load_run(&mut tx, run, true).await?;
+    sqlx::query("DELETE FROM groups WHERE run_id = $1").bind(run).execute(&mut *tx).await?;
+    sqlx::query("DELETE FROM batches WHERE run_id = $1").bind(run).execute(&mut *tx).await?;
+    sqlx::query("DELETE FROM envs WHERE run_id = $1").bind(run).execute(&mut *tx).await?;
+    sqlx::query(
+        "UPDATE runs SET registered = FALSE, wandb_group = NULL, wandb_project = NULL, batch_size = -1,
+            max_token_len = -1, checkpoint_dir = '', save_checkpoint_interval = -1, num_steps = -1,
+            started = FALSE, current_step = 0, requesters = 0
+         WHERE id = $1",
+    )
+    .bind(run)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Queue depth and buffered groups per run, for `/metrics`.
+pub async fn depth_by_run(db: &PgPool) -> Result<Vec<(String, i64, i64)>, ApiError> {
+    Ok(sqlx::query_as(
+        "SELECT r.id,
+                count(g.id) FILTER (WHERE g.state = 'queued'),
+                count(g.id) FILTER (WHERE g.state = 'buffered')
+         FROM runs r LEFT JOIN groups g ON g.run_id = r.id GROUP BY r.id ORDER BY r.id",
+    )
+    .fetch_all(db)
+    .await?)
+}

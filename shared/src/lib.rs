@@ -1,0 +1,7 @@
+//! Wire types used by both the backend and the browser app.
+//!
+//! Everything here is serde + pure code so it compiles to wasm32 and native alike.
+
+pub mod atropos;
+pub mod error;
+pub mod status;

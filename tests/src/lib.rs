@@ -1,0 +1,204 @@
+//! Helpers for the end-to-end suites: fresh databases, the real server in-process on port 0 or as a
+//! child process (for crash tests), and a small Atropos client.
+//!
+//! The suites need a Postgres they may create databases in: `LACHESIS_TEST_DATABASE_URL` (an admin
+//! URL, e.g. `postgres://postgres@127.0.0.1:55432/postgres`). `make test` starts one and sets it.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use lachesis::config::ServeConfig;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+fn required_env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: run the suites through `make test`, which starts Postgres and sets it")
+    })
+}
+
+/// Creates an empty database for one test and returns its URL.
+pub async fn fresh_database() -> String {
+    let admin = required_env("LACHESIS_TEST_DATABASE_URL");
+    let name = format!("lachesis_test_{:016x}", rand_u64());
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&admin)
+        .await
+        .expect("connect to the test Postgres");
+    sqlx::Executor::execute(&mut conn, format!("CREATE DATABASE {name}").as_str())
+        .await
+        .expect("create a test database");
+    match admin.rfind('/') {
+        Some(cut) => format!("{}/{}", &admin[..cut], name),
+        None => panic!("LACHESIS_TEST_DATABASE_URL has no database part: {admin}"),
+    }
+}
+
+fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
+    h.finish()
+}
+
+pub fn config_for(database_url: &str) -> ServeConfig {
+    ServeConfig {
+        host: "127.0.0.1".into(),
+        port: 0,
+        database_url: database_url.into(),
+        static_dir: std::env::var_os("LACHESIS_STATIC_DIR").map(PathBuf::from),
+        body_limit_bytes: 64 * 1024 * 1024,
+        db_max_connections: 16,
+        api_token: None,
+    }
+}
+
+/// The real app, serving on a free port inside this test process.
+pub struct TestApp {
+    pub base: String,
+    pub client: reqwest::Client,
+    pub database_url: String,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl TestApp {
+    pub async fn spawn() -> Self {
+        let database_url = fresh_database().await;
+        Self::spawn_with(config_for(&database_url)).await
+    }
+
+    pub async fn spawn_with(config: ServeConfig) -> Self {
+        let server = lachesis::app::Server::build(&config).await.expect("build the server");
+        let base = format!("http://{}", server.local_addr());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(server.run_until(async move {
+            let _ = rx.await;
+        }));
+        Self { base, client: client(), database_url: config.database_url, shutdown: Some(tx) }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub async fn get(&self, path: &str) -> Value {
+        let resp = self.client.get(self.url(path)).send().await.expect("GET");
+        expect_ok(resp).await
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> Value {
+        let resp = self.client.post(self.url(path)).json(body).send().await.expect("POST");
+        expect_ok(resp).await
+    }
+
+    /// `GET` with a JSON body, as atroposlib calls `/status-env`.
+    pub async fn get_with_body(&self, path: &str, body: &Value) -> Value {
+        let resp = self.client.get(self.url(path)).json(body).send().await.expect("GET with body");
+        expect_ok(resp).await
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder().timeout(Duration::from_secs(60)).build().expect("an HTTP client")
+}
+
+async fn expect_ok(resp: reqwest::Response) -> Value {
+    let status = resp.status();
+    let text = resp.text().await.expect("a body");
+    assert!(status.is_success(), "expected success, got {status}: {text}");
+    serde_json::from_str(&text).unwrap_or(Value::String(text))
+}
+
+/// The trainer's registration, as atroposlib's example trainer sends it.
+pub fn registration(batch_size: i64) -> Value {
+    json!({
+        "wandb_group": "group", "wandb_project": "project", "batch_size": batch_size,
+        "max_token_len": 2048, "checkpoint_dir": "/tmp/ckpt", "save_checkpoint_interval": 10,
+        "starting_step": 0, "num_steps": 100,
+    })
+}
+
+pub fn env_registration(name: &str, group_size: i64) -> Value {
+    json!({"max_token_length": 2048, "desired_name": name, "weight": 1.0, "group_size": group_size})
+}
+
+/// A scored group of `n` sequences whose first token is `marker`, so tests can follow it.
+pub fn group(marker: i64, n: usize, env_id: Option<i64>) -> Value {
+    let tokens: Vec<Vec<i64>> = (0..n).map(|i| vec![marker, i as i64, 7, 8]).collect();
+    let masks: Vec<Vec<i64>> = (0..n).map(|i| vec![-100, i as i64, 7, 8]).collect();
+    let scores: Vec<f64> = (0..n).map(|i| i as f64 / n as f64).collect();
+    json!({"tokens": tokens, "masks": masks, "scores": scores, "env_id": env_id})
+}
+
+/// The markers (first token of the first sequence) of the groups in a `/batch` answer.
+pub fn markers(batch: &Value) -> Vec<i64> {
+    batch["batch"]
+        .as_array()
+        .map(|groups| groups.iter().map(|g| g["tokens"][0][0].as_i64().expect("a marker")).collect())
+        .unwrap_or_default()
+}
+
+pub fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(bytes).expect("in-memory write");
+    enc.finish().expect("in-memory write")
+}
+
+/// The `lachesis` binary built by `make test` (or `cargo build`).
+pub fn lachesis_bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("LACHESIS_BIN") {
+        return PathBuf::from(path);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let path = target.join("debug/lachesis");
+    assert!(path.exists(), "{} is missing: run `cargo build -p lachesis-backend` (make test does)", path.display());
+    path
+}
+
+/// The server as a child process, for tests that kill it.
+pub struct ServerProcess {
+    pub child: tokio::process::Child,
+    pub base: String,
+}
+
+impl ServerProcess {
+    pub async fn start(database_url: &str) -> anyhow::Result<Self> {
+        let mut child = tokio::process::Command::new(lachesis_bin())
+            .args(["serve", "--host", "127.0.0.1", "--port", "0"])
+            .env("DATABASE_URL", database_url)
+            .env_remove("LACHESIS_API_TOKEN")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting lachesis serve")?;
+        let stdout = child.stdout.take().context("child stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .context("the server did not announce its address in 60 s")??
+            .context("the server exited before serving")?;
+        let Some(base) = line.split_whitespace().find(|w| w.starts_with("http://")) else {
+            bail!("unexpected first line from the server: {line}");
+        };
+        Ok(Self { child, base: base.to_string() })
+    }
+
+    /// SIGKILL: no shutdown, no flushing, as a crash.
+    pub async fn kill9(mut self) {
+        self.child.start_kill().expect("kill the server");
+        let _ = self.child.wait().await;
+    }
+}
