@@ -44,6 +44,7 @@ fn main() -> anyhow::Result<()> {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "lachesis=info,tower_http=warn".into()),
         )
+        .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
     let file = match &cli.config {
