@@ -24,13 +24,14 @@ CREATE TABLE groups (
     batch_id       BIGINT REFERENCES batches (id) ON DELETE CASCADE,
     batch_pos      INTEGER,
     received_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
-    -- The group exactly as served: canonical JSON with every Atropos field.
+    -- The group exactly as served (canonical JSON with every Atropos field), LZ4-compressed with its
+    -- length prepended: a third of the bytes to write-ahead log and fsync per acknowledged group.
     payload        BYTEA NOT NULL,
     CONSTRAINT groups_state_known CHECK (state IN ('buffered', 'queued', 'batched')),
     CONSTRAINT groups_queued_has_pos CHECK ((state = 'buffered') = (queue_pos IS NULL)),
     CONSTRAINT groups_batched_has_batch CHECK ((state = 'batched') = (batch_id IS NOT NULL AND batch_pos IS NOT NULL))
 );
--- Payloads are already dense JSON; skipping TOAST compression keeps ingest cheap.
+-- Payloads arrive compressed; TOAST must not try again.
 ALTER TABLE groups ALTER COLUMN payload SET STORAGE EXTERNAL;
 CREATE INDEX groups_queue ON groups (run_id, queue_pos) WHERE state = 'queued';
 CREATE INDEX groups_buffer ON groups (run_id, env_id, id) WHERE state = 'buffered';

@@ -50,7 +50,8 @@ pub struct FileConfig {
 
 impl FileConfig {
     pub fn load(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading config file {}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading config file {}", path.display()))?;
         toml::from_str(&text).with_context(|| format!("parsing config file {}", path.display()))
     }
 }
@@ -69,11 +70,17 @@ pub struct ServeConfig {
 
 impl ServeConfig {
     pub fn resolve(args: ServeArgs, file: FileConfig) -> anyhow::Result<Self> {
-        let host = args.host.or(file.host).unwrap_or_else(|| DEFAULT_HOST.to_string());
+        let host = args
+            .host
+            .or(file.host)
+            .unwrap_or_else(|| DEFAULT_HOST.to_string());
         let database_url = args.database_url.or(file.database_url).context(
             "no database: set DATABASE_URL or pass --database-url (`make run` starts a private Postgres for you)",
         )?;
-        let body_limit_mib = args.body_limit_mib.or(file.body_limit_mib).unwrap_or(DEFAULT_BODY_LIMIT_MIB);
+        let body_limit_mib = args
+            .body_limit_mib
+            .or(file.body_limit_mib)
+            .unwrap_or(DEFAULT_BODY_LIMIT_MIB);
         if body_limit_mib == 0 {
             bail!("the body limit must be at least 1 MiB");
         }
@@ -82,7 +89,10 @@ impl ServeConfig {
             database_url,
             static_dir: args.static_dir.or(file.static_dir),
             body_limit_bytes: body_limit_mib.saturating_mul(1024 * 1024),
-            db_max_connections: args.db_max_connections.or(file.db_max_connections).unwrap_or(32),
+            db_max_connections: args
+                .db_max_connections
+                .or(file.db_max_connections)
+                .unwrap_or(32),
             api_token: args.api_token.filter(|t| !t.is_empty()),
             host,
         })
@@ -99,12 +109,16 @@ mod tests {
     use super::*;
 
     fn args() -> ServeArgs {
-        ServeArgs { database_url: Some("postgres://flag".into()), ..ServeArgs::default() }
+        ServeArgs {
+            database_url: Some("postgres://flag".into()),
+            ..ServeArgs::default()
+        }
     }
 
     #[test]
     fn flags_win_over_the_file_and_the_file_over_defaults() {
-        let file: FileConfig = toml::from_str("port = 9000\nhost = \"0.0.0.0\"\nbody_limit_mib = 8").unwrap();
+        let file: FileConfig =
+            toml::from_str("port = 9000\nhost = \"0.0.0.0\"\nbody_limit_mib = 8").unwrap();
         let mut given = args();
         given.host = Some("127.0.0.2".into());
         let config = ServeConfig::resolve(given, file).unwrap();

@@ -16,7 +16,10 @@ pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<PgPool> 
 }
 
 pub async fn migrate(db: &PgPool) -> anyhow::Result<()> {
-    sqlx::migrate!("../migrations").run(db).await.context("running migrations")?;
+    sqlx::migrate!("../migrations")
+        .run(db)
+        .await
+        .context("running migrations")?;
     Ok(())
 }
 
@@ -38,7 +41,10 @@ pub fn redact(url: &str) -> String {
 mod tests {
     #[test]
     fn passwords_are_redacted() {
-        assert_eq!(super::redact("postgres://u:secret@h:5432/db"), "postgres://u:***@h:5432/db");
+        assert_eq!(
+            super::redact("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
         assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
     }
 }

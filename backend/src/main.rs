@@ -7,7 +7,11 @@ use clap::{Parser, Subcommand};
 use lachesis::config::{FileConfig, ServeArgs, ServeConfig};
 
 #[derive(Parser)]
-#[command(name = "lachesis", version, about = "Reinforcement-learning environments for language models")]
+#[command(
+    name = "lachesis",
+    version,
+    about = "Reinforcement-learning environments for language models"
+)]
 struct Cli {
     /// A TOML config file; flags and LACHESIS_* variables override its keys.
     #[arg(long, global = true, env = "LACHESIS_CONFIG")]
@@ -56,13 +60,17 @@ fn main() -> anyhow::Result<()> {
         match cli.command {
             Command::Serve(args) => serve(ServeConfig::resolve(args, file)?).await,
             Command::Migrate { database_url } => {
-                let url = database_url.or(file.database_url).context("set DATABASE_URL or --database-url")?;
+                let url = database_url
+                    .or(file.database_url)
+                    .context("set DATABASE_URL or --database-url")?;
                 let db = lachesis::db::connect(&url, 2).await?;
                 lachesis::db::migrate(&db).await?;
                 println!("migrations applied to {}", lachesis::db::redact(&url));
                 Ok(())
             }
-            Command::Bench { which: BenchCommand::Api(args) } => {
+            Command::Bench {
+                which: BenchCommand::Api(args),
+            } => {
                 let reports = lachesis::bench::run_api_bench(args).await?;
                 lachesis::bench::print_reports(&reports);
                 Ok(())
@@ -74,8 +82,12 @@ fn main() -> anyhow::Result<()> {
 async fn serve(mut config: ServeConfig) -> anyhow::Result<()> {
     if !config.is_loopback() && config.api_token.is_none() {
         // Beyond loopback the API is never open: make a token and say it once.
-        let token: String = (0..32).map(|_| format!("{:02x}", rand::random::<u8>())).collect();
-        eprintln!("Serving beyond loopback: API authentication is on. Token (set LACHESIS_API_TOKEN to choose one):");
+        let token: String = (0..32)
+            .map(|_| format!("{:02x}", rand::random::<u8>()))
+            .collect();
+        eprintln!(
+            "Serving beyond loopback: API authentication is on. Token (set LACHESIS_API_TOKEN to choose one):"
+        );
         eprintln!("{token}");
         config.api_token = Some(token);
     }

@@ -30,7 +30,9 @@ pub struct FieldIssue {
 
 impl ErrorBody {
     pub fn message(text: impl Into<String>) -> Self {
-        Self { detail: ErrorDetail::Message(text.into()) }
+        Self {
+            detail: ErrorDetail::Message(text.into()),
+        }
     }
 
     /// A one-line summary, for logs and for showing the error to a person.

@@ -39,7 +39,12 @@ pub async fn fresh_database() -> String {
 fn rand_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos(),
+    );
     h.finish()
 }
 
@@ -70,13 +75,20 @@ impl TestApp {
     }
 
     pub async fn spawn_with(config: ServeConfig) -> Self {
-        let server = lachesis::app::Server::build(&config).await.expect("build the server");
+        let server = lachesis::app::Server::build(&config)
+            .await
+            .expect("build the server");
         let base = format!("http://{}", server.local_addr());
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(server.run_until(async move {
             let _ = rx.await;
         }));
-        Self { base, client: client(), database_url: config.database_url, shutdown: Some(tx) }
+        Self {
+            base,
+            client: client(),
+            database_url: config.database_url,
+            shutdown: Some(tx),
+        }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -89,13 +101,25 @@ impl TestApp {
     }
 
     pub async fn post(&self, path: &str, body: &Value) -> Value {
-        let resp = self.client.post(self.url(path)).json(body).send().await.expect("POST");
+        let resp = self
+            .client
+            .post(self.url(path))
+            .json(body)
+            .send()
+            .await
+            .expect("POST");
         expect_ok(resp).await
     }
 
     /// `GET` with a JSON body, as atroposlib calls `/status-env`.
     pub async fn get_with_body(&self, path: &str, body: &Value) -> Value {
-        let resp = self.client.get(self.url(path)).json(body).send().await.expect("GET with body");
+        let resp = self
+            .client
+            .get(self.url(path))
+            .json(body)
+            .send()
+            .await
+            .expect("GET with body");
         expect_ok(resp).await
     }
 }
@@ -109,13 +133,19 @@ impl Drop for TestApp {
 }
 
 pub fn client() -> reqwest::Client {
-    reqwest::Client::builder().timeout(Duration::from_secs(60)).build().expect("an HTTP client")
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("an HTTP client")
 }
 
 async fn expect_ok(resp: reqwest::Response) -> Value {
     let status = resp.status();
     let text = resp.text().await.expect("a body");
-    assert!(status.is_success(), "expected success, got {status}: {text}");
+    assert!(
+        status.is_success(),
+        "expected success, got {status}: {text}"
+    );
     serde_json::from_str(&text).unwrap_or(Value::String(text))
 }
 
@@ -144,7 +174,12 @@ pub fn group(marker: i64, n: usize, env_id: Option<i64>) -> Value {
 pub fn markers(batch: &Value) -> Vec<i64> {
     batch["batch"]
         .as_array()
-        .map(|groups| groups.iter().map(|g| g["tokens"][0][0].as_i64().expect("a marker")).collect())
+        .map(|groups| {
+            groups
+                .iter()
+                .map(|g| g["tokens"][0][0].as_i64().expect("a marker"))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -163,7 +198,11 @@ pub fn lachesis_bin() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
     let path = target.join("debug/lachesis");
-    assert!(path.exists(), "{} is missing: run `cargo build -p lachesis-backend` (make test does)", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build -p lachesis-backend` (make test does)",
+        path.display()
+    );
     path
 }
 
@@ -193,7 +232,10 @@ impl ServerProcess {
         let Some(base) = line.split_whitespace().find(|w| w.starts_with("http://")) else {
             bail!("unexpected first line from the server: {line}");
         };
-        Ok(Self { child, base: base.to_string() })
+        Ok(Self {
+            child,
+            base: base.to_string(),
+        })
     }
 
     /// SIGKILL: no shutdown, no flushing, as a crash.

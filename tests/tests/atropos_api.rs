@@ -7,12 +7,24 @@ use serde_json::{Value, json};
 async fn before_registration_the_run_reports_nothing_and_refuses_batches() {
     let app = TestApp::spawn().await;
     assert_eq!(app.get("/").await, json!({"message": "AtroposLib API"}));
-    assert_eq!(app.get("/info").await, json!({"batch_size": -1, "max_token_len": -1}));
-    assert_eq!(app.get("/wandb_info").await, json!({"group": null, "project": null}));
-    assert_eq!(app.get("/status").await, json!({"current_step": 0, "queue_size": 0}));
+    assert_eq!(
+        app.get("/info").await,
+        json!({"batch_size": -1, "max_token_len": -1})
+    );
+    assert_eq!(
+        app.get("/wandb_info").await,
+        json!({"group": null, "project": null})
+    );
+    assert_eq!(
+        app.get("/status").await,
+        json!({"current_step": 0, "queue_size": 0})
+    );
     let batch = app.get("/batch").await;
     assert_eq!(batch["status"], "error");
-    assert_eq!(batch["message"], "Trainer not registered. Call /register first.");
+    assert_eq!(
+        batch["message"],
+        "Trainer not registered. Call /register first."
+    );
     assert_eq!(batch["batch"], json!([]));
 }
 
@@ -20,23 +32,41 @@ async fn before_registration_the_run_reports_nothing_and_refuses_batches() {
 async fn a_trainer_registers_and_envs_wait_until_it_pulls_a_batch() {
     let app = TestApp::spawn().await;
     let first = app.post("/register", &registration(8)).await;
-    assert!(first["uuid"].is_u64() || first["uuid"].is_number(), "uuid is an integer: {first}");
-    assert_eq!(app.get("/info").await, json!({"batch_size": 8, "max_token_len": 2048}));
-    assert_eq!(app.get("/wandb_info").await, json!({"group": "group", "project": "project"}));
+    assert!(
+        first["uuid"].is_u64() || first["uuid"].is_number(),
+        "uuid is an integer: {first}"
+    );
+    assert_eq!(
+        app.get("/info").await,
+        json!({"batch_size": 8, "max_token_len": 2048})
+    );
+    assert_eq!(
+        app.get("/wandb_info").await,
+        json!({"group": "group", "project": "project"})
+    );
 
-    let waiting = app.post("/register-env", &env_registration("gsm8k", 4)).await;
+    let waiting = app
+        .post("/register-env", &env_registration("gsm8k", 4))
+        .await;
     assert_eq!(waiting, json!({"status": "wait for trainer to start"}));
 
     assert_eq!(app.get("/batch").await, json!({"batch": null}));
-    let env = app.post("/register-env", &env_registration("gsm8k", 4)).await;
+    let env = app
+        .post("/register-env", &env_registration("gsm8k", 4))
+        .await;
     assert_eq!(env["status"], "success");
     assert_eq!(env["env_id"], 0);
     assert_eq!(env["wandb_name"], "gsm8k_0");
     assert_eq!(env["checkpoint_dir"], "/tmp/ckpt");
     assert_eq!(env["checkpoint_interval"], 10);
     assert_eq!(env["num_steps"], 100);
-    let twin = app.post("/register-env", &env_registration("gsm8k", 4)).await;
-    assert_eq!((twin["env_id"].as_i64(), twin["wandb_name"].as_str()), (Some(1), Some("gsm8k_1")));
+    let twin = app
+        .post("/register-env", &env_registration("gsm8k", 4))
+        .await;
+    assert_eq!(
+        (twin["env_id"].as_i64(), twin["wandb_name"].as_str()),
+        (Some(1), Some("gsm8k_1"))
+    );
 
     // A second registration keeps the first one's settings, as atroposlib does.
     app.post("/register", &registration(64)).await;
@@ -47,7 +77,8 @@ async fn registered_app(batch_size: i64, group_size: i64) -> TestApp {
     let app = TestApp::spawn().await;
     app.post("/register", &registration(batch_size)).await;
     app.get("/batch").await;
-    app.post("/register-env", &env_registration("env", group_size)).await;
+    app.post("/register-env", &env_registration("env", group_size))
+        .await;
     app
 }
 
@@ -55,32 +86,60 @@ async fn registered_app(batch_size: i64, group_size: i64) -> TestApp {
 async fn groups_are_batched_in_exact_sizes_oldest_first_and_served_once() {
     let app = registered_app(8, 4).await;
     for marker in 1..=5 {
-        assert_eq!(app.post("/scored_data", &group(marker, 4, Some(0))).await, json!({"status": "received"}));
+        assert_eq!(
+            app.post("/scored_data", &group(marker, 4, Some(0))).await,
+            json!({"status": "received"})
+        );
     }
-    assert_eq!(app.get("/status").await, json!({"current_step": 0, "queue_size": 5}));
+    assert_eq!(
+        app.get("/status").await,
+        json!({"current_step": 0, "queue_size": 5})
+    );
     let latest = app.get("/latest_example").await;
     assert_eq!(latest["tokens"][0][0], 5);
-    for field in ["advantages", "ref_logprobs", "messages", "generation_params", "inference_logprobs", "overrides"] {
+    for field in [
+        "advantages",
+        "ref_logprobs",
+        "messages",
+        "generation_params",
+        "inference_logprobs",
+        "overrides",
+    ] {
         assert_eq!(latest[field], Value::Null, "{field} is written out as null");
     }
 
     // One call forms both possible batches (the step advances by two) and serves the oldest.
     let first = app.get("/batch").await;
     assert_eq!(markers(&first), vec![1, 2]);
-    assert_eq!(app.get("/status").await, json!({"current_step": 2, "queue_size": 1}));
+    assert_eq!(
+        app.get("/status").await,
+        json!({"current_step": 2, "queue_size": 1})
+    );
     assert_eq!(markers(&app.get("/batch").await), vec![3, 4]);
     assert_eq!(app.get("/batch").await["batch"], Value::Null);
-    assert_eq!(app.get("/status").await, json!({"current_step": 2, "queue_size": 1}));
+    assert_eq!(
+        app.get("/status").await,
+        json!({"current_step": 2, "queue_size": 1})
+    );
 }
 
 #[tokio::test]
 async fn odd_sized_groups_wait_in_the_buffer_until_they_complete_a_group() {
     let app = registered_app(4, 4).await;
-    assert_eq!(app.post("/scored_data", &group(1, 3, Some(0))).await, json!({"status": "buffered", "buffer_size": 3}));
-    assert_eq!(app.post("/scored_data", &group(2, 2, Some(0))).await, json!({"status": "buffered", "buffer_size": 5}));
+    assert_eq!(
+        app.post("/scored_data", &group(1, 3, Some(0))).await,
+        json!({"status": "buffered", "buffer_size": 3})
+    );
+    assert_eq!(
+        app.post("/scored_data", &group(2, 2, Some(0))).await,
+        json!({"status": "buffered", "buffer_size": 5})
+    );
     assert_eq!(app.get("/status").await["queue_size"], 0);
     // 2 + 2 sum to the group size: both leave the buffer for the queue; the 3 keeps waiting.
-    assert_eq!(app.post("/scored_data", &group(3, 2, Some(0))).await, json!({"status": "buffered", "buffer_size": 3}));
+    assert_eq!(
+        app.post("/scored_data", &group(3, 2, Some(0))).await,
+        json!({"status": "buffered", "buffer_size": 3})
+    );
     assert_eq!(app.get("/status").await["queue_size"], 2);
     assert_eq!(markers(&app.get("/batch").await), vec![2, 3]);
 }
@@ -88,22 +147,35 @@ async fn odd_sized_groups_wait_in_the_buffer_until_they_complete_a_group() {
 #[tokio::test]
 async fn a_list_of_groups_is_taken_in_one_call() {
     let app = registered_app(8, 4).await;
-    let list = json!([group(1, 4, Some(0)), group(2, 2, Some(0)), group(3, 4, Some(0))]);
+    let list = json!([
+        group(1, 4, Some(0)),
+        group(2, 2, Some(0)),
+        group(3, 4, Some(0))
+    ]);
     let answer = app.post("/scored_data_list", &list).await;
-    assert_eq!(answer, json!({"status": "received", "groups_processed": 3, "buffered": 1, "last_buffer_size": 2}));
+    assert_eq!(
+        answer,
+        json!({"status": "received", "groups_processed": 3, "buffered": 1, "last_buffer_size": 2})
+    );
     assert_eq!(app.get("/status").await["queue_size"], 2);
 }
 
 #[tokio::test]
 async fn status_env_reports_atropos_figures_and_disconnects_are_honoured() {
     let app = registered_app(16, 4).await;
-    app.post("/register-env", &json!({"max_token_length": 6144, "desired_name": "other", "weight": 1.0,
-        "group_size": 4, "min_batch_allocation": 0.25})).await;
+    app.post(
+        "/register-env",
+        &json!({"max_token_length": 6144, "desired_name": "other", "weight": 1.0,
+        "group_size": 4, "min_batch_allocation": 0.25}),
+    )
+    .await;
     for marker in 0..3 {
         app.post("/scored_data", &group(marker, 4, Some(0))).await;
     }
     app.post("/scored_data", &group(9, 4, Some(1))).await;
-    let figures = app.get_with_body("/status-env", &json!({"env_id": 0})).await;
+    let figures = app
+        .get_with_body("/status-env", &json!({"env_id": 0}))
+        .await;
     assert_eq!(figures["current_step"], 0);
     assert_eq!(figures["self_queue_size"], 3);
     // Own 12 sequences + env 1's one pack of 4 less its reserved 16*0.25 = 4: 12 / 4.
@@ -112,10 +184,24 @@ async fn status_env_reports_atropos_figures_and_disconnects_are_honoured() {
     assert_eq!(figures["unallocated_fraction"], 0.75);
     assert_eq!(figures["env_weight"], 0.25);
 
-    assert_eq!(app.post("/disconnect-env", &json!({"env_id": 1})).await, json!({"status": "success"}));
-    let figures = app.get_with_body("/status-env", &json!({"env_id": 0})).await;
-    assert_eq!((figures["env_weight"].as_f64(), figures["unallocated_fraction"].as_f64()), (Some(1.0), Some(1.0)));
-    assert_eq!(app.post("/disconnect-env", &json!({"env_id": 7})).await["status"], "failure");
+    assert_eq!(
+        app.post("/disconnect-env", &json!({"env_id": 1})).await,
+        json!({"status": "success"})
+    );
+    let figures = app
+        .get_with_body("/status-env", &json!({"env_id": 0}))
+        .await;
+    assert_eq!(
+        (
+            figures["env_weight"].as_f64(),
+            figures["unallocated_fraction"].as_f64()
+        ),
+        (Some(1.0), Some(1.0))
+    );
+    assert_eq!(
+        app.post("/disconnect-env", &json!({"env_id": 7})).await["status"],
+        "failure"
+    );
 }
 
 #[tokio::test]
@@ -125,8 +211,14 @@ async fn reset_forgets_the_run() {
     let resp = app.client.get(app.url("/reset_data")).send().await.unwrap();
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.text().await.unwrap(), "Reset successful");
-    assert_eq!(app.get("/status").await, json!({"current_step": 0, "queue_size": 0}));
-    assert_eq!(app.get("/info").await, json!({"batch_size": -1, "max_token_len": -1}));
+    assert_eq!(
+        app.get("/status").await,
+        json!({"current_step": 0, "queue_size": 0})
+    );
+    assert_eq!(
+        app.get("/info").await,
+        json!({"batch_size": -1, "max_token_len": -1})
+    );
     assert_eq!(app.get("/latest_example").await["tokens"], json!([]));
 }
 
@@ -135,8 +227,10 @@ async fn runs_side_by_side_do_not_see_each_other() {
     let app = registered_app(4, 4).await;
     app.post("/runs/exp-2/register", &registration(8)).await;
     app.post("/scored_data", &group(1, 4, Some(0))).await;
-    app.post("/runs/exp-2/scored_data", &group(2, 4, None)).await;
-    app.post("/runs/exp-2/scored_data", &group(3, 4, None)).await;
+    app.post("/runs/exp-2/scored_data", &group(2, 4, None))
+        .await;
+    app.post("/runs/exp-2/scored_data", &group(3, 4, None))
+        .await;
     assert_eq!(app.get("/runs/exp-2/info").await["batch_size"], 8);
     assert_eq!(markers(&app.get("/batch").await), vec![1]);
     assert_eq!(markers(&app.get("/runs/exp-2/batch").await), vec![2, 3]);
@@ -176,8 +270,18 @@ async fn gzip_bodies_are_accepted_and_large_answers_are_compressed() {
     big["tokens"] = json!(vec![vec![43; 400]; 4]);
     app.post("/scored_data", &big).await;
     let raw = reqwest::Client::builder().no_gzip().build().unwrap();
-    let resp = raw.get(app.url("/batch")).header("accept-encoding", "gzip").send().await.unwrap();
-    assert_eq!(resp.headers().get("content-encoding").map(|v| v.to_str().unwrap()), Some("gzip"));
+    let resp = raw
+        .get(app.url("/batch"))
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.headers()
+            .get("content-encoding")
+            .map(|v| v.to_str().unwrap()),
+        Some("gzip")
+    );
 }
 
 #[tokio::test]
@@ -186,7 +290,15 @@ async fn metrics_count_groups_batches_and_latency() {
     app.post("/scored_data", &group(1, 4, Some(0))).await;
     app.post("/scored_data", &group(2, 2, Some(0))).await;
     app.get("/batch").await;
-    let text = app.client.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let text = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     for line in [
         "lachesis_groups_received_total{run=\"default\"} 2",
         "lachesis_groups_buffered_total{run=\"default\"} 1",
@@ -203,9 +315,21 @@ async fn metrics_count_groups_batches_and_latency() {
 #[tokio::test]
 async fn browsers_get_the_page_at_the_root() {
     let app = TestApp::spawn().await;
-    let resp = app.client.get(app.url("/")).header("accept", "text/html").send().await.unwrap();
+    let resp = app
+        .client
+        .get(app.url("/"))
+        .header("accept", "text/html")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
     let page = resp.text().await.unwrap();
-    assert!(page.contains("<html") || page.contains("<!DOCTYPE"), "the root serves the app's page");
-    assert!(page.contains(".wasm") || page.contains(".js"), "the page loads the wasm app");
+    assert!(
+        page.contains("<html") || page.contains("<!DOCTYPE"),
+        "the root serves the app's page"
+    );
+    assert!(
+        page.contains(".wasm") || page.contains(".js"),
+        "the page loads the wasm app"
+    );
 }

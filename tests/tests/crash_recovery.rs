@@ -6,7 +6,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lachesis_tests::{ServerProcess, client, env_registration, fresh_database, group, markers, registration};
+use lachesis::trajectory::store::decode_payload;
+use lachesis_tests::{
+    ServerProcess, client, env_registration, fresh_database, group, markers, registration,
+};
 use serde_json::Value;
 
 const POSTERS: i64 = 6;
@@ -14,13 +17,28 @@ const POSTERS: i64 = 6;
 #[tokio::test]
 async fn sigkill_during_posting_loses_and_duplicates_nothing() {
     let database_url = fresh_database().await;
-    let server = ServerProcess::start(&database_url).await.expect("start the server");
+    let server = ServerProcess::start(&database_url)
+        .await
+        .expect("start the server");
     let http = client();
     let base = server.base.clone();
     let post = |path: &str, body: Value| http.post(format!("{base}{path}")).json(&body).send();
-    post("/register", registration(8)).await.unwrap().error_for_status().unwrap();
-    http.get(format!("{base}/batch")).send().await.unwrap().error_for_status().unwrap();
-    post("/register-env", env_registration("crash", 4)).await.unwrap().error_for_status().unwrap();
+    post("/register", registration(8))
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap();
+    http.get(format!("{base}/batch"))
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap();
+    post("/register-env", env_registration("crash", 4))
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap();
 
     // Posters: most groups have the env's size; every third is half-sized and goes through the buffer.
     let acked: Arc<Mutex<HashSet<i64>>> = Arc::default();
@@ -31,7 +49,11 @@ async fn sigkill_during_posting_loses_and_duplicates_nothing() {
             for i in 0.. {
                 let marker = poster * 1_000_000 + i;
                 let size = if i % 3 == 0 { 2 } else { 4 };
-                let sent = http.post(format!("{base}/scored_data")).json(&group(marker, size, Some(0))).send().await;
+                let sent = http
+                    .post(format!("{base}/scored_data"))
+                    .json(&group(marker, size, Some(0)))
+                    .send()
+                    .await;
                 match sent {
                     Ok(resp) if resp.status().is_success() => {
                         if resp.json::<Value>().await.is_ok() {
@@ -49,8 +71,12 @@ async fn sigkill_during_posting_loses_and_duplicates_nothing() {
         let (http, base, served) = (http.clone(), base.clone(), served.clone());
         tokio::spawn(async move {
             loop {
-                let Ok(resp) = http.get(format!("{base}/batch")).send().await else { break };
-                let Ok(batch) = resp.json::<Value>().await else { break };
+                let Ok(resp) = http.get(format!("{base}/batch")).send().await else {
+                    break;
+                };
+                let Ok(batch) = resp.json::<Value>().await else {
+                    break;
+                };
                 served.lock().unwrap().extend(markers(&batch));
                 tokio::time::sleep(Duration::from_millis(15)).await;
             }
@@ -65,19 +91,40 @@ async fn sigkill_during_posting_loses_and_duplicates_nothing() {
     trainer.await.unwrap();
     let acked = acked.lock().unwrap().clone();
     let served_before = served.lock().unwrap().clone();
-    assert!(acked.len() > 50, "the posters got going before the crash ({} acknowledged)", acked.len());
-    assert!(!served_before.is_empty(), "the trainer pulled batches before the crash");
+    assert!(
+        acked.len() > 50,
+        "the posters got going before the crash ({} acknowledged)",
+        acked.len()
+    );
+    assert!(
+        !served_before.is_empty(),
+        "the trainer pulled batches before the crash"
+    );
 
     // Restart on the same database and drain every batch that can be formed.
-    let server = ServerProcess::start(&database_url).await.expect("restart the server");
+    let server = ServerProcess::start(&database_url)
+        .await
+        .expect("restart the server");
     let mut served_after = Vec::new();
     loop {
-        let batch: Value = http.get(format!("{}/batch", server.base)).send().await.unwrap().json().await.unwrap();
+        let batch: Value = http
+            .get(format!("{}/batch", server.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         if batch["batch"].is_null() {
             break;
         }
         let got = markers(&batch);
-        let seqs: usize = batch["batch"].as_array().unwrap().iter().map(|g| g["tokens"].as_array().unwrap().len()).sum();
+        let seqs: usize = batch["batch"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["tokens"].as_array().unwrap().len())
+            .sum();
         assert_eq!(seqs, 8, "every batch holds exactly batch_size sequences");
         served_after.extend(got);
     }
@@ -86,17 +133,23 @@ async fn sigkill_during_posting_loses_and_duplicates_nothing() {
     // and queued groups too few to fill one more batch.
     let db = sqlx::PgPool::connect(&database_url).await.unwrap();
     let waiting: Vec<(String, Vec<u8>)> =
-        sqlx::query_as("SELECT state, payload FROM groups WHERE state <> 'batched'").fetch_all(&db).await.unwrap();
+        sqlx::query_as("SELECT state, payload FROM groups WHERE state <> 'batched'")
+            .fetch_all(&db)
+            .await
+            .unwrap();
     let mut still_waiting = HashSet::new();
     let mut queued_seqs = 0;
     for (state, payload) in &waiting {
-        let group: Value = serde_json::from_slice(payload).unwrap();
+        let group: Value = serde_json::from_slice(&decode_payload(payload).unwrap()).unwrap();
         if state == "queued" {
             queued_seqs += group["tokens"].as_array().unwrap().len();
         }
         still_waiting.insert(group["tokens"][0][0].as_i64().unwrap());
     }
-    assert!(queued_seqs < 8, "after draining, fewer than batch_size sequences stay queued ({queued_seqs})");
+    assert!(
+        queued_seqs < 8,
+        "after draining, fewer than batch_size sequences stay queued ({queued_seqs})"
+    );
 
     eprintln!(
         "acknowledged {}, served before the kill {}, after the restart {}, still waiting {}",
@@ -111,9 +164,19 @@ async fn sigkill_during_posting_loses_and_duplicates_nothing() {
     }
     let twice: Vec<_> = times_served.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.is_empty(), "groups served more than once: {twice:?}");
-    let lost: Vec<_> =
-        acked.iter().filter(|m| !times_served.contains_key(m) && !still_waiting.contains(m)).collect();
-    assert!(lost.is_empty(), "{} acknowledged groups were lost: {:?}", lost.len(), lost.iter().take(10).collect::<Vec<_>>());
-    assert!(!served_after.is_empty(), "groups queued before the crash are served after it");
+    let lost: Vec<_> = acked
+        .iter()
+        .filter(|m| !times_served.contains_key(m) && !still_waiting.contains(m))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged groups were lost: {:?}",
+        lost.len(),
+        lost.iter().take(10).collect::<Vec<_>>()
+    );
+    assert!(
+        !served_after.is_empty(),
+        "groups queued before the crash are served after it"
+    );
     server.kill9().await;
 }

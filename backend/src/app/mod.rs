@@ -44,15 +44,24 @@ impl AppState {
             body_limit: config.body_limit_bytes,
             api_token: config.api_token.as_deref().map(Arc::from),
             static_dir: config.static_dir.clone(),
-            known_runs: Arc::new(Mutex::new(HashSet::from([trajectory::DEFAULT_RUN.to_string()]))),
+            known_runs: Arc::new(Mutex::new(HashSet::from([
+                trajectory::DEFAULT_RUN.to_string()
+            ]))),
         }
     }
 
     pub async fn ensure_run(&self, run: &str) -> Result<(), ApiError> {
-        let known = self.known_runs.lock().unwrap_or_else(|p| p.into_inner()).contains(run);
+        let known = self
+            .known_runs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(run);
         if !known {
             store::ensure_run(&self.db, run).await?;
-            self.known_runs.lock().unwrap_or_else(|p| p.into_inner()).insert(run.to_string());
+            self.known_runs
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(run.to_string());
         }
         Ok(())
     }
@@ -64,10 +73,17 @@ pub fn router(state: AppState) -> Router {
         .nest("/runs/{run}", trajectory::routes())
         .route("/metrics", get(metrics::handler))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token))
-        .route_layer(middleware::from_fn_with_state(state.clone(), metrics::track));
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            metrics::track,
+        ));
     // Atropos compresses responses of 1000 bytes and more; batches compress well and fast.
-    let compress_when = SizeAbove::new(1000).and(NotForContentType::GRPC).and(NotForContentType::IMAGES);
-    let compression = CompressionLayer::new().quality(CompressionLevel::Fastest).compress_when(compress_when);
+    let compress_when = SizeAbove::new(1000)
+        .and(NotForContentType::GRPC)
+        .and(NotForContentType::IMAGES);
+    let compression = CompressionLayer::new()
+        .quality(CompressionLevel::Fastest)
+        .compress_when(compress_when);
     Router::new()
         .route("/", get(root::root))
         .merge(api)
@@ -108,18 +124,31 @@ impl Server {
         crate::db::migrate(&db).await?;
         let listener = TcpListener::bind((config.host.as_str(), config.port))
             .await
-            .map_err(|e| anyhow::anyhow!("cannot listen on {}:{}: {e}", config.host, config.port))?;
+            .map_err(|e| {
+                anyhow::anyhow!("cannot listen on {}:{}: {e}", config.host, config.port)
+            })?;
         let state = AppState::new(db, config);
-        Ok(Self { listener, router: router(state.clone()), state })
+        Ok(Self {
+            listener,
+            router: router(state.clone()),
+            state,
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
-        self.listener.local_addr().expect("a bound listener has an address")
+        self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
     }
 
     /// Serves until `shutdown` resolves, then finishes in-flight requests.
-    pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
-        axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await?;
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(shutdown)
+            .await?;
         self.state.db.close().await;
         Ok(())
     }

@@ -1,10 +1,10 @@
 //! `/` and the static files of the browser app. Atropos clients get their JSON greeting at `/`;
 //! browsers (which ask for HTML) get the app.
 
+use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use serde_json::json;
 use tower::ServiceExt;
 use tower_http::services::ServeDir;
@@ -19,7 +19,8 @@ pub async fn root(State(state): State<AppState>, headers: HeaderMap) -> Response
     if wants_html {
         if let Some(dir) = &state.static_dir {
             if let Ok(page) = tokio::fs::read(dir.join("index.html")).await {
-                return ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response();
+                return ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page)
+                    .into_response();
             }
         }
     }
@@ -29,9 +30,15 @@ pub async fn root(State(state): State<AppState>, headers: HeaderMap) -> Response
 /// Files of the built frontend; anything else is a JSON 404.
 pub async fn static_file(State(state): State<AppState>, req: Request) -> Response {
     let not_found = || {
-        (StatusCode::NOT_FOUND, Json(lachesis_shared::error::ErrorBody::message("Not Found"))).into_response()
+        (
+            StatusCode::NOT_FOUND,
+            Json(lachesis_shared::error::ErrorBody::message("Not Found")),
+        )
+            .into_response()
     };
-    let Some(dir) = &state.static_dir else { return not_found() };
+    let Some(dir) = &state.static_dir else {
+        return not_found();
+    };
     match ServeDir::new(dir).oneshot(req).await {
         Ok(response) if response.status() != StatusCode::NOT_FOUND => response.into_response(),
         _ => not_found(),

@@ -16,8 +16,9 @@ use axum::response::{IntoResponse, Response};
 use crate::app::AppState;
 use crate::trajectory::store::{self, Ingested};
 
-const LATENCY_BUCKETS: [f64; 14] =
-    [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+const LATENCY_BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
 
 #[derive(Default)]
 pub struct Metrics {
@@ -41,7 +42,10 @@ struct Histogram {
 
 impl Metrics {
     fn add(&self, name: &'static str, run: &str, by: u64) {
-        let mut inner = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut inner = self
+            .inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         *inner.counters.entry((name, run.to_string())).or_default() += by;
     }
 
@@ -62,8 +66,14 @@ impl Metrics {
     }
 
     fn observe(&self, method: &str, route: &str, status: u16, seconds: f64) {
-        let mut inner = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let h = inner.latency.entry((method.to_string(), route.to_string(), status)).or_default();
+        let mut inner = self
+            .inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let h = inner
+            .latency
+            .entry((method.to_string(), route.to_string(), status))
+            .or_default();
         for (bucket, bound) in h.buckets.iter_mut().zip(LATENCY_BUCKETS) {
             if seconds <= bound {
                 *bucket += 1;
@@ -75,14 +85,29 @@ impl Metrics {
 
     /// The exposition text; `depths` are (run, queued groups, buffered groups).
     pub fn render(&self, depths: &[(String, i64, i64)]) -> String {
-        let inner = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let inner = self
+            .inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut out = String::new();
         let help = [
-            ("lachesis_groups_received_total", "Scored groups acknowledged (queued or buffered)."),
-            ("lachesis_groups_buffered_total", "Groups held back because their size differs from the env's."),
-            ("lachesis_groups_batched_total", "Groups placed into batches."),
+            (
+                "lachesis_groups_received_total",
+                "Scored groups acknowledged (queued or buffered).",
+            ),
+            (
+                "lachesis_groups_buffered_total",
+                "Groups held back because their size differs from the env's.",
+            ),
+            (
+                "lachesis_groups_batched_total",
+                "Groups placed into batches.",
+            ),
             ("lachesis_batches_formed_total", "Batches formed."),
-            ("lachesis_batches_served_total", "Batches handed to a trainer."),
+            (
+                "lachesis_batches_served_total",
+                "Batches handed to a trainer.",
+            ),
         ];
         for (name, text) in help {
             let _ = writeln!(out, "# HELP {name} {text}\n# TYPE {name} counter");
@@ -95,17 +120,31 @@ impl Metrics {
         out.push_str("# HELP lachesis_queue_depth Groups waiting in the run's queue.\n");
         out.push_str("# TYPE lachesis_queue_depth gauge\n");
         for (run, queued, _) in depths {
-            let _ = writeln!(out, "lachesis_queue_depth{{run=\"{}\"}} {queued}", escape(run));
+            let _ = writeln!(
+                out,
+                "lachesis_queue_depth{{run=\"{}\"}} {queued}",
+                escape(run)
+            );
         }
         out.push_str("# HELP lachesis_buffered_groups Groups waiting for partners of their env.\n");
         out.push_str("# TYPE lachesis_buffered_groups gauge\n");
         for (run, _, buffered) in depths {
-            let _ = writeln!(out, "lachesis_buffered_groups{{run=\"{}\"}} {buffered}", escape(run));
+            let _ = writeln!(
+                out,
+                "lachesis_buffered_groups{{run=\"{}\"}} {buffered}",
+                escape(run)
+            );
         }
         let name = "lachesis_http_request_duration_seconds";
-        let _ = writeln!(out, "# HELP {name} HTTP request latency.\n# TYPE {name} histogram");
+        let _ = writeln!(
+            out,
+            "# HELP {name} HTTP request latency.\n# TYPE {name} histogram"
+        );
         for ((method, route, status), h) in &inner.latency {
-            let labels = format!("method=\"{method}\",route=\"{}\",status=\"{status}\"", escape(route));
+            let labels = format!(
+                "method=\"{method}\",route=\"{}\",status=\"{status}\"",
+                escape(route)
+            );
             for (count, bound) in h.buckets.iter().zip(LATENCY_BUCKETS) {
                 let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {count}");
             }
@@ -118,7 +157,10 @@ impl Metrics {
 }
 
 fn escape(label: &str) -> String {
-    label.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    label
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// Middleware: times every request under its route template (never the raw path, which would let
@@ -126,10 +168,18 @@ fn escape(label: &str) -> String {
 pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = req.method().to_string();
-    let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string());
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string());
     let response = next.run(req).await;
     let route = route.unwrap_or_else(|| "unmatched".into());
-    state.metrics.observe(&method, &route, response.status().as_u16(), started.elapsed().as_secs_f64());
+    state.metrics.observe(
+        &method,
+        &route,
+        response.status().as_u16(),
+        started.elapsed().as_secs_f64(),
+    );
     response
 }
 
@@ -137,7 +187,10 @@ pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> R
 pub async fn handler(State(state): State<AppState>) -> Response {
     match store::depth_by_run(&state.db).await {
         Ok(depths) => (
-            [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+            [(
+                axum::http::header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
             state.metrics.render(&depths),
         )
             .into_response(),

@@ -28,7 +28,11 @@ impl<T: DeserializeOwned + Validate> FromRequest<AppState> for AtroposJson<T> {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.to_ascii_lowercase().contains("gzip"));
         let raw = read_limited(req.into_body(), limit).await?;
-        let body = if gzipped && !raw.is_empty() { gunzip(&raw, limit)? } else { raw };
+        let body = if gzipped && !raw.is_empty() {
+            gunzip(&raw, limit)?
+        } else {
+            raw
+        };
         let value: T = decode_json(&body)?;
         value.validate()?;
         Ok(AtroposJson(value))
@@ -36,7 +40,9 @@ impl<T: DeserializeOwned + Validate> FromRequest<AppState> for AtroposJson<T> {
 }
 
 async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(body, limit).await.map_err(|_| ApiError::BodyTooLarge { limit })
+    axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|_| ApiError::BodyTooLarge { limit })
 }
 
 /// Decompresses one or more gzip members, refusing to inflate past `limit` bytes.
@@ -61,7 +67,11 @@ pub fn decode_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(body);
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(from_serde_error)?;
     de.end().map_err(|err| {
-        ApiError::field("json_invalid", &[Value::from(err.column())], "JSON decode error: trailing characters")
+        ApiError::field(
+            "json_invalid",
+            &[Value::from(err.column())],
+            "JSON decode error: trailing characters",
+        )
     })?;
     Ok(value)
 }
@@ -70,7 +80,11 @@ fn from_serde_error(err: serde_path_to_error::Error<serde_json::Error>) -> ApiEr
     let inner = err.inner();
     if inner.is_syntax() || inner.is_eof() {
         let reason = strip_position(&inner.to_string());
-        return ApiError::field("json_invalid", &[Value::from(inner.column())], format!("JSON decode error: {reason}"));
+        return ApiError::field(
+            "json_invalid",
+            &[Value::from(inner.column())],
+            format!("JSON decode error: {reason}"),
+        );
     }
     let mut loc: Vec<Value> = err
         .path()
@@ -83,7 +97,10 @@ fn from_serde_error(err: serde_path_to_error::Error<serde_json::Error>) -> ApiEr
         })
         .collect();
     let text = strip_position(&inner.to_string());
-    if let Some(field) = text.strip_prefix("missing field `").and_then(|t| t.split('`').next()) {
+    if let Some(field) = text
+        .strip_prefix("missing field `")
+        .and_then(|t| t.split('`').next())
+    {
         loc.push(Value::from(field));
         return ApiError::field("missing", &loc, "Field required");
     }
@@ -96,7 +113,10 @@ fn from_serde_error(err: serde_path_to_error::Error<serde_json::Error>) -> ApiEr
     } else if text.contains("expected a string") {
         ("string_type", "Input should be a valid string".to_string())
     } else if text.contains("expected a map") || text.contains("expected struct") {
-        ("dict_type", "Input should be a valid dictionary".to_string())
+        (
+            "dict_type",
+            "Input should be a valid dictionary".to_string(),
+        )
     } else {
         ("value_error", text.clone())
     };
@@ -141,20 +161,33 @@ impl<T: Validate> Validate for Vec<T> {
 }
 
 fn validate_messages(group: &ScoredData, prefix: &[Value]) -> Result<(), ApiError> {
-    let Some(messages) = &group.messages else { return Ok(()) };
-    let complete = messages.iter().flatten().all(|m| m.contains_key("role") && m.contains_key("content"));
+    let Some(messages) = &group.messages else {
+        return Ok(());
+    };
+    let complete = messages
+        .iter()
+        .flatten()
+        .all(|m| m.contains_key("role") && m.contains_key("content"));
     if complete {
         return Ok(());
     }
     let mut loc = prefix.to_vec();
     loc.push(Value::from("messages"));
-    Err(ApiError::field("value_error", &loc, "Value error, Message must have 'role' and 'content' fields"))
+    Err(ApiError::field(
+        "value_error",
+        &loc,
+        "Value error, Message must have 'role' and 'content' fields",
+    ))
 }
 
 impl Validate for lachesis_shared::atropos::Registration {
     fn validate(&self) -> Result<(), ApiError> {
         if self.batch_size < 1 {
-            return Err(ApiError::field("greater_than", &["batch_size".into()], "batch_size must be at least 1"));
+            return Err(ApiError::field(
+                "greater_than",
+                &["batch_size".into()],
+                "batch_size must be at least 1",
+            ));
         }
         Ok(())
     }
@@ -163,10 +196,18 @@ impl Validate for lachesis_shared::atropos::Registration {
 impl Validate for lachesis_shared::atropos::RegisterEnv {
     fn validate(&self) -> Result<(), ApiError> {
         if self.group_size < 1 {
-            return Err(ApiError::field("greater_than", &["group_size".into()], "group_size must be at least 1"));
+            return Err(ApiError::field(
+                "greater_than",
+                &["group_size".into()],
+                "group_size must be at least 1",
+            ));
         }
         if !self.weight.is_finite() {
-            return Err(ApiError::field("finite_number", &["weight".into()], "weight must be a finite number"));
+            return Err(ApiError::field(
+                "finite_number",
+                &["weight".into()],
+                "weight must be a finite number",
+            ));
         }
         if self.min_batch_allocation.is_some_and(|m| !m.is_finite()) {
             return Err(ApiError::field(
@@ -203,17 +244,25 @@ mod tests {
 
     #[test]
     fn a_wrong_type_is_located() {
-        let err = decode_json::<ScoredData>(br#"{"tokens": [[1, "x"]], "masks": [[1]], "scores": [1]}"#).unwrap_err();
+        let err =
+            decode_json::<ScoredData>(br#"{"tokens": [[1, "x"]], "masks": [[1]], "scores": [1]}"#)
+                .unwrap_err();
         let issue = &issues(err)[0];
         assert_eq!(issue.kind, "int_type");
-        assert_eq!(issue.loc, vec![Value::from("body"), "tokens".into(), 0.into(), 1.into()]);
+        assert_eq!(
+            issue.loc,
+            vec![Value::from("body"), "tokens".into(), 0.into(), 1.into()]
+        );
     }
 
     #[test]
     fn broken_json_is_json_invalid() {
         let err = decode_json::<Registration>(b"{\"wandb_group\": ").unwrap_err();
         assert_eq!(issues(err)[0].kind, "json_invalid");
-        assert_eq!(issues(decode_json::<Registration>(b"").unwrap_err())[0].kind, "missing");
+        assert_eq!(
+            issues(decode_json::<Registration>(b"").unwrap_err())[0].kind,
+            "missing"
+        );
     }
 
     #[test]
@@ -223,8 +272,14 @@ mod tests {
         enc.write_all(b"{\"env_id\": 3}").unwrap();
         let packed = enc.finish().unwrap();
         assert_eq!(&gunzip(&packed, 1024).unwrap()[..], b"{\"env_id\": 3}");
-        assert!(matches!(gunzip(b"not gzip at all", 1024), Err(ApiError::InvalidGzip)));
-        assert!(matches!(gunzip(&packed, 4), Err(ApiError::BodyTooLarge { .. })));
+        assert!(matches!(
+            gunzip(b"not gzip at all", 1024),
+            Err(ApiError::InvalidGzip)
+        ));
+        assert!(matches!(
+            gunzip(&packed, 4),
+            Err(ApiError::BodyTooLarge { .. })
+        ));
     }
 
     #[test]

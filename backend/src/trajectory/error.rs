@@ -22,6 +22,8 @@ pub enum ApiError {
     Unauthorized,
     #[error(transparent)]
     Database(#[from] sqlx::Error),
+    #[error("a stored group cannot be decoded: {0}")]
+    CorruptPayload(String),
 }
 
 impl ApiError {
@@ -29,7 +31,11 @@ impl ApiError {
     pub fn field(kind: &str, loc: &[serde_json::Value], msg: impl Into<String>) -> Self {
         let mut full = vec![serde_json::Value::from("body")];
         full.extend_from_slice(loc);
-        ApiError::InvalidBody(vec![FieldIssue { kind: kind.into(), loc: full, msg: msg.into() }])
+        ApiError::InvalidBody(vec![FieldIssue {
+            kind: kind.into(),
+            loc: full,
+            msg: msg.into(),
+        }])
     }
 
     fn status(&self) -> StatusCode {
@@ -39,7 +45,9 @@ impl ApiError {
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnknownEnv(_) => StatusCode::NOT_FOUND,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
-            ApiError::Database(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Database(_) | ApiError::CorruptPayload(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         }
     }
 }
@@ -53,13 +61,18 @@ impl IntoResponse for ApiError {
                 tracing::error!(error = %err, "database error in the trajectory API");
                 ErrorDetail::Message("internal server error".into())
             }
+            ApiError::CorruptPayload(reason) => {
+                tracing::error!(%reason, "undecodable group payload in the database");
+                ErrorDetail::Message("internal server error".into())
+            }
             other => ErrorDetail::Message(other.to_string()),
         };
         let mut response = (status, axum::Json(ErrorBody { detail })).into_response();
         if status == StatusCode::UNAUTHORIZED {
-            response
-                .headers_mut()
-                .insert(axum::http::header::WWW_AUTHENTICATE, axum::http::HeaderValue::from_static("Bearer"));
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
         }
         response
     }

@@ -40,7 +40,11 @@ pub fn status_env(
         .map(|e| e.max_context_len as f64 * e.weight.max(0.0))
         .sum();
     // atroposlib divides by zero here (HTTP 500) when no connected env has weight; we floor instead.
-    let share = if total > 0.0 { env.max_context_len as f64 * env.weight / total } else { 0.0 };
+    let share = if total > 0.0 {
+        env.max_context_len as f64 * env.weight / total
+    } else {
+        0.0
+    };
     let env_weight = share.max(MIN_ENV_WEIGHT);
 
     let total_min: f64 = envs
@@ -107,7 +111,11 @@ mod tests {
     }
 
     fn by_env(env_id: Option<i64>, sequences: i64, largest_group: i64) -> QueuedByEnv {
-        QueuedByEnv { env_id, sequences, largest_group }
+        QueuedByEnv {
+            env_id,
+            sequences,
+            largest_group,
+        }
     }
 
     #[test]

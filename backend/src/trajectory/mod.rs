@@ -52,8 +52,13 @@ pub struct RunId(pub String);
 impl FromRequestParts<AppState> for RunId {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let params = RawPathParams::from_request_parts(parts, state).await.map_err(|_| ApiError::InvalidRunName)?;
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let params = RawPathParams::from_request_parts(parts, state)
+            .await
+            .map_err(|_| ApiError::InvalidRunName)?;
         let Some((_, run)) = params.iter().find(|(key, _)| *key == "run") else {
             return Ok(RunId(DEFAULT_RUN.to_string()));
         };
@@ -79,7 +84,9 @@ async fn register(
     AtroposJson(reg): AtroposJson<Registration>,
 ) -> Result<Json<RegisterResponse>, ApiError> {
     store::register_trainer(&state.db, &run, &reg).await?;
-    Ok(Json(RegisterResponse { uuid: rand::random::<u128>() }))
+    Ok(Json(RegisterResponse {
+        uuid: rand::random::<u128>(),
+    }))
 }
 
 async fn register_env(
@@ -87,10 +94,14 @@ async fn register_env(
     RunId(run): RunId,
     AtroposJson(env): AtroposJson<RegisterEnv>,
 ) -> Result<Json<RegisterEnvResponse>, ApiError> {
-    Ok(Json(match store::register_env(&state.db, &run, &env).await? {
-        Some(registered) => RegisterEnvResponse::Registered(registered),
-        None => RegisterEnvResponse::Waiting { status: "wait for trainer to start".into() },
-    }))
+    Ok(Json(
+        match store::register_env(&state.db, &run, &env).await? {
+            Some(registered) => RegisterEnvResponse::Registered(registered),
+            None => RegisterEnvResponse::Waiting {
+                status: "wait for trainer to start".into(),
+            },
+        },
+    ))
 }
 
 async fn disconnect_env(
@@ -98,22 +109,38 @@ async fn disconnect_env(
     RunId(run): RunId,
     AtroposJson(env): AtroposJson<EnvIdentifier>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    Ok(Json(if store::disconnect_env(&state.db, &run, env.env_id).await? {
-        json!({"status": "success"})
+    Ok(Json(
+        if store::disconnect_env(&state.db, &run, env.env_id).await? {
+            json!({"status": "success"})
+        } else {
+            json!({"status": "failure", "error": format!("environment {} is not registered", env.env_id)})
+        },
+    ))
+}
+
+async fn wandb_info(
+    State(state): State<AppState>,
+    RunId(run): RunId,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let row = store::load_run(&mut *state.db.acquire().await?, &run, false).await?;
+    Ok(Json(
+        json!({"group": row.wandb_group, "project": row.wandb_project}),
+    ))
+}
+
+async fn info(
+    State(state): State<AppState>,
+    RunId(run): RunId,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let row = store::load_run(&mut *state.db.acquire().await?, &run, false).await?;
+    let (batch_size, max_token_len) = if row.registered {
+        (row.batch_size, row.max_token_len)
     } else {
-        json!({"status": "failure", "error": format!("environment {} is not registered", env.env_id)})
-    }))
-}
-
-async fn wandb_info(State(state): State<AppState>, RunId(run): RunId) -> Result<Json<serde_json::Value>, ApiError> {
-    let row = store::load_run(&mut *state.db.acquire().await?, &run, false).await?;
-    Ok(Json(json!({"group": row.wandb_group, "project": row.wandb_project})))
-}
-
-async fn info(State(state): State<AppState>, RunId(run): RunId) -> Result<Json<serde_json::Value>, ApiError> {
-    let row = store::load_run(&mut *state.db.acquire().await?, &run, false).await?;
-    let (batch_size, max_token_len) = if row.registered { (row.batch_size, row.max_token_len) } else { (-1, -1) };
-    Ok(Json(json!({"batch_size": batch_size, "max_token_len": max_token_len})))
+        (-1, -1)
+    };
+    Ok(Json(
+        json!({"batch_size": batch_size, "max_token_len": max_token_len}),
+    ))
 }
 
 async fn batch(State(state): State<AppState>, RunId(run): RunId) -> Result<Response, ApiError> {
@@ -129,7 +156,10 @@ async fn batch(State(state): State<AppState>, RunId(run): RunId) -> Result<Respo
         }))
         .into_response(),
         BatchOutcome::Empty => Json(json!({"batch": null})).into_response(),
-        BatchOutcome::Batch { payloads, weight_versions } => {
+        BatchOutcome::Batch {
+            payloads,
+            weight_versions,
+        } => {
             state.metrics.batch_served(&run);
             // The payloads are stored as the exact JSON to serve: splice them, no re-encoding.
             let size: usize = payloads.iter().map(Vec::len).sum::<usize>() + payloads.len() + 64;
@@ -142,7 +172,9 @@ async fn batch(State(state): State<AppState>, RunId(run): RunId) -> Result<Respo
                 out.extend_from_slice(payload);
             }
             out.extend_from_slice(b"],\"weight_versions\":");
-            out.extend_from_slice(&serde_json::to_vec(&weight_versions).expect("integers serialise"));
+            out.extend_from_slice(
+                &serde_json::to_vec(&weight_versions).expect("integers serialise"),
+            );
             out.push(b'}');
             json_bytes(out)
         }
@@ -153,7 +185,10 @@ fn json_bytes(bytes: Vec<u8>) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], bytes).into_response()
 }
 
-async fn latest_example(State(state): State<AppState>, RunId(run): RunId) -> Result<Response, ApiError> {
+async fn latest_example(
+    State(state): State<AppState>,
+    RunId(run): RunId,
+) -> Result<Response, ApiError> {
     Ok(match store::latest_example(&state.db, &run).await? {
         Some(payload) => json_bytes(payload),
         None => Json(json!({
@@ -173,10 +208,14 @@ async fn scored_data(
     let outcome = store::ingest(&mut conn, &run, &group).await?;
     state.metrics.group_received(&run, outcome);
     Ok(Json(match outcome {
-        Ingested::Queued => ScoredDataResponse { status: "received".into(), buffer_size: None },
-        Ingested::Buffered { buffer_size } => {
-            ScoredDataResponse { status: "buffered".into(), buffer_size: Some(buffer_size) }
-        }
+        Ingested::Queued => ScoredDataResponse {
+            status: "received".into(),
+            buffer_size: None,
+        },
+        Ingested::Buffered { buffer_size } => ScoredDataResponse {
+            status: "buffered".into(),
+            buffer_size: Some(buffer_size),
+        },
     }))
 }
 
@@ -209,9 +248,14 @@ async fn scored_data_list(
     }))
 }
 
-async fn status(State(state): State<AppState>, RunId(run): RunId) -> Result<Json<serde_json::Value>, ApiError> {
+async fn status(
+    State(state): State<AppState>,
+    RunId(run): RunId,
+) -> Result<Json<serde_json::Value>, ApiError> {
     let (current_step, queue_size) = store::status(&state.db, &run).await?;
-    Ok(Json(json!({"current_step": current_step, "queue_size": queue_size})))
+    Ok(Json(
+        json!({"current_step": current_step, "queue_size": queue_size}),
+    ))
 }
 
 async fn status_env(
@@ -222,7 +266,15 @@ async fn status_env(
     Ok(Json(store::status_env(&state.db, &run, env.env_id).await?))
 }
 
-async fn reset_data(State(state): State<AppState>, RunId(run): RunId) -> Result<Response, ApiError> {
+async fn reset_data(
+    State(state): State<AppState>,
+    RunId(run): RunId,
+) -> Result<Response, ApiError> {
     store::reset(&state.db, &run).await?;
-    Ok((StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "Reset successful").into_response())
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "Reset successful",
+    )
+        .into_response())
 }

@@ -151,7 +151,11 @@ pub fn grab_with_minimum_allocations(
         let slot = match by_env.iter().position(|e| e.env_id == env_id) {
             Some(slot) => slot,
             None => {
-                by_env.push(EnvPacks { env_id, open: Vec::new(), packable: Vec::new() });
+                by_env.push(EnvPacks {
+                    env_id,
+                    open: Vec::new(),
+                    packable: Vec::new(),
+                });
                 by_env.len() - 1
             }
         };
@@ -192,7 +196,12 @@ pub fn grab_with_minimum_allocations(
         let scale = batch_size as f64 / total_min as f64;
         for (env_id, wanted) in min_seqs.iter_mut() {
             if let Some(env) = packs_of(*env_id).filter(|e| !e.packable.is_empty()) {
-                let smallest = env.packable.iter().map(|&i| queue[i].n_seqs).min().unwrap_or(0);
+                let smallest = env
+                    .packable
+                    .iter()
+                    .map(|&i| queue[i].n_seqs)
+                    .min()
+                    .unwrap_or(0);
                 *wanted = smallest.max((*wanted as f64 * scale).trunc() as usize);
             }
         }
@@ -202,7 +211,9 @@ pub fn grab_with_minimum_allocations(
     let mut batch = Vec::new();
     let mut total = 0usize;
     for &(env_id, wanted) in &min_seqs {
-        let Some(env) = packs_of(env_id) else { continue };
+        let Some(env) = packs_of(env_id) else {
+            continue;
+        };
         let mut from_env = 0usize;
         for &idx in &env.packable {
             if from_env >= wanted {

@@ -5,7 +5,11 @@ fn queue_of(sizes: &[usize]) -> Vec<QueuedGroup> {
     sizes
         .iter()
         .enumerate()
-        .map(|(i, &n)| QueuedGroup { id: i as i64, env_id: Some(0), n_seqs: n })
+        .map(|(i, &n)| QueuedGroup {
+            id: i as i64,
+            env_id: Some(0),
+            n_seqs: n,
+        })
         .collect()
 }
 
@@ -16,7 +20,10 @@ fn ids(groups: &[QueuedGroup]) -> Vec<i64> {
 #[test]
 fn equal_groups_fill_batches_in_queue_order() {
     let (batches, rest) = form_batches(queue_of(&[4, 4, 4, 4, 4]), 8, &[]);
-    assert_eq!(batches.iter().map(|b| ids(b)).collect::<Vec<_>>(), vec![vec![0, 1], vec![2, 3]]);
+    assert_eq!(
+        batches.iter().map(|b| ids(b)).collect::<Vec<_>>(),
+        vec![vec![0, 1], vec![2, 3]]
+    );
     assert_eq!(ids(&rest), vec![4]);
 }
 
@@ -59,15 +66,27 @@ fn fifo_subset_is_preferred_for_buffered_groups() {
 
 fn two_envs(min0: Option<f64>, min1: Option<f64>) -> Vec<EnvShare> {
     vec![
-        EnvShare { env_id: 0, connected: true, min_batch_allocation: min0 },
-        EnvShare { env_id: 1, connected: true, min_batch_allocation: min1 },
+        EnvShare {
+            env_id: 0,
+            connected: true,
+            min_batch_allocation: min0,
+        },
+        EnvShare {
+            env_id: 1,
+            connected: true,
+            min_batch_allocation: min1,
+        },
     ]
 }
 
 fn env_queue(spec: &[(i64, usize)]) -> Vec<QueuedGroup> {
     spec.iter()
         .enumerate()
-        .map(|(i, &(env, n))| QueuedGroup { id: i as i64, env_id: Some(env), n_seqs: n })
+        .map(|(i, &(env, n))| QueuedGroup {
+            id: i as i64,
+            env_id: Some(env),
+            n_seqs: n,
+        })
         .collect()
 }
 
@@ -82,7 +101,10 @@ fn minimum_allocation_reserves_a_share_for_a_slow_env() {
 #[test]
 fn an_env_with_a_minimum_and_nothing_queued_blocks_batches() {
     let queue = env_queue(&[(0, 2), (0, 2)]);
-    assert_eq!(grab_with_minimum_allocations(&queue, 4, &two_envs(None, Some(0.5))), None);
+    assert_eq!(
+        grab_with_minimum_allocations(&queue, 4, &two_envs(None, Some(0.5))),
+        None
+    );
 }
 
 #[test]
@@ -90,7 +112,10 @@ fn disconnected_minimums_fall_back_to_exact_packing() {
     let mut envs = two_envs(None, Some(0.5));
     envs[1].connected = false;
     let queue = env_queue(&[(0, 2), (0, 2)]);
-    assert_eq!(grab_with_minimum_allocations(&queue, 4, &envs), Some(vec![0, 1]));
+    assert_eq!(
+        grab_with_minimum_allocations(&queue, 4, &envs),
+        Some(vec![0, 1])
+    );
 }
 
 #[test]
@@ -107,8 +132,15 @@ fn assert_conserved(original: &[QueuedGroup], batches: &[Vec<QueuedGroup>], rest
     seen.sort_unstable();
     let mut expected = ids(original);
     expected.sort_unstable();
-    assert_eq!(seen, expected, "every group is batched once or stays queued");
-    let kept: Vec<i64> = original.iter().map(|g| g.id).filter(|id| rest.iter().any(|r| r.id == *id)).collect();
+    assert_eq!(
+        seen, expected,
+        "every group is batched once or stays queued"
+    );
+    let kept: Vec<i64> = original
+        .iter()
+        .map(|g| g.id)
+        .filter(|id| rest.iter().any(|r| r.id == *id))
+        .collect();
     assert_eq!(ids(rest), kept, "what stays queued keeps its order");
 }
 

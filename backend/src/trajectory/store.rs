@@ -3,7 +3,7 @@
 //! serialised by locking the run's row, so concurrent `/batch` calls (also from several server
 //! instances) never hand out a group twice.
 
-use lachesis_shared::atropos::{EnvRegistered, Registration, RegisterEnv, ScoredData, StatusEnv};
+use lachesis_shared::atropos::{EnvRegistered, RegisterEnv, Registration, ScoredData, StatusEnv};
 use sqlx::{PgConnection, PgPool, Row};
 
 use super::error::ApiError;
@@ -29,15 +29,24 @@ const RUN_COLUMNS: &str = "registered, wandb_group, wandb_project, batch_size, m
      save_checkpoint_interval, num_steps, started, current_step";
 
 pub async fn ensure_run(db: &PgPool, run: &str) -> Result<(), ApiError> {
-    sqlx::query("INSERT INTO runs (id) VALUES ($1) ON CONFLICT (id) DO NOTHING").bind(run).execute(db).await?;
+    sqlx::query("INSERT INTO runs (id) VALUES ($1) ON CONFLICT (id) DO NOTHING")
+        .bind(run)
+        .execute(db)
+        .await?;
     Ok(())
 }
 
 pub async fn load_run(conn: &mut PgConnection, run: &str, lock: bool) -> Result<RunRow, ApiError> {
     // NO KEY UPDATE serialises batch formation yet leaves inserts (whose foreign key takes KEY SHARE
     // on this row) running.
-    let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1{}", if lock { " FOR NO KEY UPDATE" } else { "" });
-    Ok(sqlx::query_as::<_, RunRow>(&sql).bind(run).fetch_one(conn).await?)
+    let sql = format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE id = $1{}",
+        if lock { " FOR NO KEY UPDATE" } else { "" }
+    );
+    Ok(sqlx::query_as::<_, RunRow>(&sql)
+        .bind(run)
+        .fetch_one(conn)
+        .await?)
 }
 
 /// `/register`: the first registration sets the run up; later ones only count another requester.
@@ -68,7 +77,11 @@ pub async fn register_trainer(db: &PgPool, run: &str, reg: &Registration) -> Res
 }
 
 /// `/register-env`: `None` while the trainer has not pulled its first batch.
-pub async fn register_env(db: &PgPool, run: &str, env: &RegisterEnv) -> Result<Option<EnvRegistered>, ApiError> {
+pub async fn register_env(
+    db: &PgPool,
+    run: &str,
+    env: &RegisterEnv,
+) -> Result<Option<EnvRegistered>, ApiError> {
     let mut tx = db.begin().await?;
     let row = load_run(&mut tx, run, true).await?;
     if !row.started {
@@ -111,7 +124,9 @@ pub async fn register_env(db: &PgPool, run: &str, env: &RegisterEnv) -> Result<O
 
 /// `/disconnect-env`: false when no such env exists.
 pub async fn disconnect_env(db: &PgPool, run: &str, env_id: i64) -> Result<bool, ApiError> {
-    let Ok(env_id) = i32::try_from(env_id) else { return Ok(false) };
+    let Ok(env_id) = i32::try_from(env_id) else {
+        return Ok(false);
+    };
     let done = sqlx::query("UPDATE envs SET connected = FALSE WHERE run_id = $1 AND env_id = $2")
         .bind(run)
         .bind(env_id)
@@ -125,13 +140,19 @@ pub async fn disconnect_env(db: &PgPool, run: &str, env_id: i64) -> Result<bool,
 pub enum Ingested {
     Queued,
     /// Held back until partners complete its env's group size; the env's buffered sequence count.
-    Buffered { buffer_size: i64 },
+    Buffered {
+        buffer_size: i64,
+    },
 }
 
 /// Stores one scored group: queued directly, or buffered when its size differs from its env's
 /// registered group size (released into the queue once buffered groups sum to that size).
-pub async fn ingest(conn: &mut PgConnection, run: &str, group: &ScoredData) -> Result<Ingested, ApiError> {
-    let payload = serde_json::to_vec(group).expect("serialising plain JSON values cannot fail");
+pub async fn ingest(
+    conn: &mut PgConnection,
+    run: &str,
+    group: &ScoredData,
+) -> Result<Ingested, ApiError> {
+    let payload = encode_payload(group);
     let n_seqs = group.group_size() as i32;
     // Only an id that fits the envs table's integer can name a registered env.
     let env_id = group.env_id.and_then(|id| i32::try_from(id).ok());
@@ -212,7 +233,9 @@ async fn buffer_group(
         .map(|&(_, n)| i64::from(n))
         .sum();
     tx.commit().await?;
-    Ok(Ingested::Buffered { buffer_size: remaining })
+    Ok(Ingested::Buffered {
+        buffer_size: remaining,
+    })
 }
 
 /// `/status`: the step and the number of queued groups.
@@ -248,7 +271,11 @@ pub async fn status_env(db: &PgPool, run: &str, env_id: i64) -> Result<StatusEnv
         connected: r.get("connected"),
     })
     .collect();
-    let env = envs.iter().find(|e| e.env_id == env_id).cloned().ok_or(ApiError::UnknownEnv(env_id))?;
+    let env = envs
+        .iter()
+        .find(|e| e.env_id == env_id)
+        .cloned()
+        .ok_or(ApiError::UnknownEnv(env_id))?;
     let queue: Vec<QueuedByEnv> = sqlx::query(
         "SELECT env_id, sum(n_seqs)::bigint AS sequences, max(n_seqs)::bigint AS largest
          FROM groups WHERE run_id = $1 AND state = 'queued' GROUP BY env_id",
@@ -263,15 +290,22 @@ pub async fn status_env(db: &PgPool, run: &str, env_id: i64) -> Result<StatusEnv
         largest_group: r.get("largest"),
     })
     .collect();
-    let batch_size = if run_row.registered { run_row.batch_size } else { 0 };
-    let (figures, group_size) = figures::status_env(&env, &envs, &queue, run_row.current_step, batch_size);
+    let batch_size = if run_row.registered {
+        run_row.batch_size
+    } else {
+        0
+    };
+    let (figures, group_size) =
+        figures::status_env(&env, &envs, &queue, run_row.current_step, batch_size);
     if group_size > env.group_size {
-        sqlx::query("UPDATE envs SET group_size = $3 WHERE run_id = $1 AND env_id = $2 AND group_size < $3")
-            .bind(run)
-            .bind(env_id as i32)
-            .bind(group_size)
-            .execute(&mut *conn)
-            .await?;
+        sqlx::query(
+            "UPDATE envs SET group_size = $3 WHERE run_id = $1 AND env_id = $2 AND group_size < $3",
+        )
+        .bind(run)
+        .bind(env_id as i32)
+        .bind(group_size)
+        .execute(&mut *conn)
+        .await?;
     }
     Ok(figures)
 }
@@ -281,7 +315,10 @@ pub enum BatchOutcome {
     NotRegistered,
     Empty,
     /// The groups' payloads in batch order, and the distinct weight versions among them.
-    Batch { payloads: Vec<Vec<u8>>, weight_versions: Vec<i64> },
+    Batch {
+        payloads: Vec<Vec<u8>>,
+        weight_versions: Vec<i64>,
+    },
 }
 
 /// `/batch`: serves the oldest formed batch; when none is left, forms every batch the queue allows
@@ -293,14 +330,18 @@ pub async fn next_batch(db: &PgPool, run: &str) -> Result<(BatchOutcome, Vec<usi
         return Ok((BatchOutcome::NotRegistered, Vec::new()));
     }
     if !row.started {
-        sqlx::query("UPDATE runs SET started = TRUE WHERE id = $1").bind(run).execute(&mut *tx).await?;
+        sqlx::query("UPDATE runs SET started = TRUE WHERE id = $1")
+            .bind(run)
+            .execute(&mut *tx)
+            .await?;
     }
     let mut formed_sizes = Vec::new();
-    let mut batch_id: Option<i64> =
-        sqlx::query_scalar("SELECT id FROM batches WHERE run_id = $1 AND served_at IS NULL ORDER BY id LIMIT 1")
-            .bind(run)
-            .fetch_optional(&mut *tx)
-            .await?;
+    let mut batch_id: Option<i64> = sqlx::query_scalar(
+        "SELECT id FROM batches WHERE run_id = $1 AND served_at IS NULL ORDER BY id LIMIT 1",
+    )
+    .bind(run)
+    .fetch_optional(&mut *tx)
+    .await?;
     if batch_id.is_none() {
         let formed = form_all_batches(&mut tx, run, row.batch_size).await?;
         formed_sizes = formed.iter().map(|(_, n)| *n).collect();
@@ -310,22 +351,40 @@ pub async fn next_batch(db: &PgPool, run: &str) -> Result<(BatchOutcome, Vec<usi
         tx.commit().await?;
         return Ok((BatchOutcome::Empty, formed_sizes));
     };
-    sqlx::query("UPDATE batches SET served_at = now() WHERE id = $1").bind(batch_id).execute(&mut *tx).await?;
-    let rows: Vec<(Vec<u8>, Option<i64>)> =
-        sqlx::query_as("SELECT payload, weight_version FROM groups WHERE batch_id = $1 ORDER BY batch_pos")
-            .bind(batch_id)
-            .fetch_all(&mut *tx)
-            .await?;
+    sqlx::query("UPDATE batches SET served_at = now() WHERE id = $1")
+        .bind(batch_id)
+        .execute(&mut *tx)
+        .await?;
+    let rows: Vec<(Vec<u8>, Option<i64>)> = sqlx::query_as(
+        "SELECT payload, weight_version FROM groups WHERE batch_id = $1 ORDER BY batch_pos",
+    )
+    .bind(batch_id)
+    .fetch_all(&mut *tx)
+    .await?;
     tx.commit().await?;
+    let rows = rows
+        .into_iter()
+        .map(|(payload, version)| decode_payload(&payload).map(|json| (json, version)))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut weight_versions: Vec<i64> = rows.iter().filter_map(|(_, v)| *v).collect();
     weight_versions.sort_unstable();
     weight_versions.dedup();
     let payloads = rows.into_iter().map(|(p, _)| p).collect();
-    Ok((BatchOutcome::Batch { payloads, weight_versions }, formed_sizes))
+    Ok((
+        BatchOutcome::Batch {
+            payloads,
+            weight_versions,
+        },
+        formed_sizes,
+    ))
 }
 
 /// Forms and stores every batch the run's queue allows; returns (batch id, groups in it) in order.
-async fn form_all_batches(tx: &mut PgConnection, run: &str, batch_size: i64) -> Result<Vec<(i64, usize)>, ApiError> {
+async fn form_all_batches(
+    tx: &mut PgConnection,
+    run: &str,
+    batch_size: i64,
+) -> Result<Vec<(i64, usize)>, ApiError> {
     let queue: Vec<QueuedGroup> = sqlx::query_as::<_, (i64, Option<i64>, i32)>(
         "SELECT id, env_id, n_seqs FROM groups WHERE run_id = $1 AND state = 'queued' ORDER BY queue_pos",
     )
@@ -348,12 +407,15 @@ async fn form_all_batches(tx: &mut PgConnection, run: &str, batch_size: i64) -> 
         min_batch_allocation,
     })
     .collect();
-    let (batches, _rest) = packing::form_batches(queue, usize::try_from(batch_size).unwrap_or(0), &envs);
+    let (batches, _rest) =
+        packing::form_batches(queue, usize::try_from(batch_size).unwrap_or(0), &envs);
     if batches.is_empty() {
         return Ok(Vec::new());
     }
-    let seq_counts: Vec<i32> =
-        batches.iter().map(|b| b.iter().map(|g| g.n_seqs).sum::<usize>() as i32).collect();
+    let seq_counts: Vec<i32> = batches
+        .iter()
+        .map(|b| b.iter().map(|g| g.n_seqs).sum::<usize>() as i32)
+        .collect();
     let batch_ids: Vec<i64> = sqlx::query_scalar(
         "INSERT INTO batches (id, run_id, seq_count)
          SELECT nextval('batches_id_seq'), $1, c FROM unnest($2::int[]) WITH ORDINALITY AS u(c, ord)
@@ -388,26 +450,51 @@ async fn form_all_batches(tx: &mut PgConnection, run: &str, batch_size: i64) -> 
         .bind(batches.len() as i64)
         .execute(&mut *tx)
         .await?;
-    Ok(sorted_ids.into_iter().zip(batches.iter().map(Vec::len)).collect())
+    Ok(sorted_ids
+        .into_iter()
+        .zip(batches.iter().map(Vec::len))
+        .collect())
 }
 
 /// `/latest_example`: the group that most recently entered the queue.
 pub async fn latest_example(db: &PgPool, run: &str) -> Result<Option<Vec<u8>>, ApiError> {
-    Ok(sqlx::query_scalar(
+    let payload: Option<Vec<u8>> = sqlx::query_scalar(
         "SELECT payload FROM groups WHERE run_id = $1 AND queue_pos IS NOT NULL ORDER BY queue_pos DESC LIMIT 1",
     )
     .bind(run)
     .fetch_optional(db)
-    .await?)
+    .await?;
+    payload.map(|p| decode_payload(&p)).transpose()
+}
+
+/// The stored form of a group: its canonical JSON, LZ4-compressed (length first).
+pub fn encode_payload(group: &ScoredData) -> Vec<u8> {
+    let json = serde_json::to_vec(group).expect("serialising plain JSON values cannot fail");
+    lz4_flex::compress_prepend_size(&json)
+}
+
+/// The JSON of a stored group.
+pub fn decode_payload(stored: &[u8]) -> Result<Vec<u8>, ApiError> {
+    lz4_flex::decompress_size_prepended(stored)
+        .map_err(|err| ApiError::CorruptPayload(err.to_string()))
 }
 
 /// `/reset_data`: forgets the run's registration, envs, queue, buffers and batches.
 pub async fn reset(db: &PgPool, run: &str) -> Result<(), ApiError> {
     let mut tx = db.begin().await?;
     load_run(&mut tx, run, true).await?;
-    sqlx::query("DELETE FROM groups WHERE run_id = $1").bind(run).execute(&mut *tx).await?;
-    sqlx::query("DELETE FROM batches WHERE run_id = $1").bind(run).execute(&mut *tx).await?;
-    sqlx::query("DELETE FROM envs WHERE run_id = $1").bind(run).execute(&mut *tx).await?;
+    sqlx::query("DELETE FROM groups WHERE run_id = $1")
+        .bind(run)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("DELETE FROM batches WHERE run_id = $1")
+        .bind(run)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("DELETE FROM envs WHERE run_id = $1")
+        .bind(run)
+        .execute(&mut *tx)
+        .await?;
     sqlx::query(
         "UPDATE runs SET registered = FALSE, wandb_group = NULL, wandb_project = NULL, batch_size = -1,
             max_token_len = -1, checkpoint_dir = '', save_checkpoint_interval = -1, num_steps = -1,

@@ -1,0 +1,37 @@
+# Entry points. The work is done by the scripts in scripts/ (each one idempotent).
+#   make run    build and serve on http://127.0.0.1:8000 (private PostgreSQL unless DATABASE_URL is set)
+#   make test   fmt + clippy, then every test against a throwaway PostgreSQL
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+
+# CI clones afresh every run: keep compiled crates outside the clone (scripts/env.sh does the same).
+ifeq ($(CI),true)
+CARGO_TARGET_DIR ?= $(HOME)/.cache/lachesis/target
+export CARGO_TARGET_DIR
+endif
+
+LACHESIS_PG_PORT ?= 54329
+export LACHESIS_PG_PORT
+
+.PHONY: run test tools frontend pg-start pg-stop
+
+run:
+	exec scripts/run.sh
+
+test:
+	scripts/test.sh $(TEST_ARGS)
+
+# Trunk, wasm-bindgen-cli, the wasm32 target and npm's binaryen, each only when missing.
+tools:
+	scripts/ensure-tools.sh
+
+frontend:
+	scripts/build-frontend.sh
+
+# The private cluster `make run` uses (left running after `make run` exits).
+pg-start:
+	scripts/pg.sh start "$$(scripts/pg.sh datadir)" $(LACHESIS_PG_PORT)
+	scripts/pg.sh createdb $(LACHESIS_PG_PORT) lachesis
+
+pg-stop:
+	scripts/pg.sh stop "$$(scripts/pg.sh datadir)"

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Installs, only when missing or at the wrong version, what the frontend build needs:
+#   - the wasm32-unknown-unknown Rust target (rustup)
+#   - Trunk (crates.io), pinned to a version that compiles with this toolchain
+#   - wasm-bindgen-cli (crates.io), at the version Cargo.lock pins (Trunk insists they match)
+#   - wasm-opt from npm's binaryen (package.json / package-lock.json)
+# Safe to run repeatedly: with everything present it only checks versions (well under a second).
+# The tools are then used with node_modules/.bin first on PATH: scripts/env.sh sets that up
+# for the other scripts (`source scripts/env.sh` does it for an interactive shell).
+set -euo pipefail
+
+TRUNK_VERSION=0.21.14
+# shellcheck source=scripts/env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+REPO=$LACHESIS_REPO
+
+log() { printf 'ensure-tools: %s\n' "$*" >&2; }
+
+# What the version command prints, or nothing when the tool is absent.
+tool_version() { "$@" 2>/dev/null | head -n1 || true; }
+
+if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+    log "adding Rust target wasm32-unknown-unknown"
+    rustup target add wasm32-unknown-unknown
+fi
+
+if [[ $(tool_version trunk --version) != "trunk $TRUNK_VERSION" ]]; then
+    log "installing trunk $TRUNK_VERSION (takes several minutes once per machine)"
+    cargo install --locked trunk --version "$TRUNK_VERSION"
+fi
+
+# The wasm-bindgen CLI must equal the wasm-bindgen library in Cargo.lock.
+WASM_BINDGEN_VERSION=$(awk '
+    $0 == "name = \"wasm-bindgen\"" { found = 1; next }
+    found && /^version = / { gsub(/"/, "", $3); print $3; exit }
+' "$REPO/Cargo.lock")
+if [[ -z $WASM_BINDGEN_VERSION ]]; then
+    log "no wasm-bindgen entry in Cargo.lock"
+    exit 1
+fi
+if [[ $(tool_version wasm-bindgen --version) != "wasm-bindgen $WASM_BINDGEN_VERSION" ]]; then
+    log "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION"
+    # No --locked: its own lockfile pins a webpki-roots release the registry here lacks.
+    cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION"
+fi
+
+if [[ ! -e $REPO/node_modules/binaryen/package.json || ! -x $REPO/node_modules/.bin/wasm-opt ]]; then
+    log "installing npm devDependencies (binaryen for wasm-opt)"
+    (cd "$REPO" && npm ci --no-audit --no-fund)
+fi
+
+# PostgreSQL server binaries for the private cluster (scripts/pg.sh). Debian's package; installed
+# here only when absent and we may (root with apt), otherwise pg.sh says what is missing.
+if ! compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null && [[ -z ${PG_BINDIR:-} ]] &&
+    [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    log "installing PostgreSQL server binaries (apt-get install postgresql)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+fi

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# `make run`: build everything, make sure a database is up, then serve the API and the browser app.
+# Without DATABASE_URL it starts (or reuses) a private PostgreSQL cluster, fsync on, whose data
+# stays in `scripts/pg.sh datadir` between runs. Every step is a no-op when already done.
+set -euo pipefail
+# shellcheck source=scripts/env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+cd "$LACHESIS_REPO"
+
+scripts/ensure-tools.sh
+scripts/build-frontend.sh
+cargo build --release -p lachesis-backend
+BIN=$(lachesis_target_dir)/release/lachesis
+
+if [[ -z ${DATABASE_URL:-} ]]; then
+    PG_PORT=${LACHESIS_PG_PORT:-54329}
+    scripts/pg.sh start "$(scripts/pg.sh datadir)" "$PG_PORT"
+    scripts/pg.sh createdb "$PG_PORT" lachesis
+    export DATABASE_URL=postgres://postgres@127.0.0.1:$PG_PORT/lachesis
+fi
+
+echo "Lachesis: http://${LACHESIS_HOST:-127.0.0.1}:${LACHESIS_PORT:-8000}"
+# The server applies pending migrations itself at start.
+exec "$BIN" serve --static-dir frontend/dist "$@"

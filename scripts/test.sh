@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# `make test` (and CI): lint, build, then the whole workspace's tests against a throwaway
+# PostgreSQL cluster and the Atropos reference implementation (atroposlib from PyPI).
+# Extra arguments go to `cargo test`.
+set -euo pipefail
+# shellcheck source=scripts/env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+cd "$LACHESIS_REPO"
+
+# Cheap checks first, so a formatting slip fails in seconds.
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+
+scripts/ensure-tools.sh
+scripts/build-frontend.sh
+
+# The Atropos reference (atroposlib, in .venv/atropos) that compatibility tests run against.
+scripts/ensure-atropos-venv.sh
+
+cargo build -p lachesis-backend --bin lachesis
+TARGET_DIR=$(lachesis_target_dir)
+
+# A throwaway cluster: fsync off, in its own directory, on a free port; gone on exit.
+PG_TMP=$(mktemp -d /var/tmp/lachesis-test.XXXXXX)
+cleanup() {
+    scripts/pg.sh stop "$PG_TMP/pg" || true
+    rm -rf "$PG_TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+PG_PORT=$(scripts/pg.sh freeport)
+scripts/pg.sh start "$PG_TMP/pg" "$PG_PORT" --fsync off
+
+export LACHESIS_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:$PG_PORT/postgres
+export LACHESIS_BIN=$TARGET_DIR/debug/lachesis
+export LACHESIS_ATROPOS_PYTHON=$LACHESIS_REPO/.venv/atropos/bin/python
+export LACHESIS_STATIC_DIR=$LACHESIS_REPO/frontend/dist
+cargo test --workspace "$@"
