@@ -40,6 +40,15 @@ enum Command {
 enum BenchCommand {
     /// Ingest throughput and `/batch` latency of one or more trajectory APIs, side by side.
     Api(lachesis::bench::ApiBenchArgs),
+    /// Server-side cost of one ingested group, stage by stage.
+    Codec {
+        #[arg(long, default_value_t = 16)]
+        seqs: usize,
+        #[arg(long, default_value_t = 512)]
+        tokens: usize,
+        #[arg(long, default_value_t = 200)]
+        rounds: usize,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -66,6 +75,17 @@ fn main() -> anyhow::Result<()> {
                 let db = lachesis::db::connect(&url, 2).await?;
                 lachesis::db::migrate(&db).await?;
                 println!("migrations applied to {}", lachesis::db::redact(&url));
+                Ok(())
+            }
+            Command::Bench {
+                which:
+                    BenchCommand::Codec {
+                        seqs,
+                        tokens,
+                        rounds,
+                    },
+            } => {
+                lachesis::bench::run_codec_bench(seqs, tokens, rounds);
                 Ok(())
             }
             Command::Bench {

@@ -16,13 +16,10 @@ pub async fn root(State(state): State<AppState>, headers: HeaderMap) -> Response
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|accept| accept.contains("text/html"));
-    if wants_html {
-        if let Some(dir) = &state.static_dir {
-            if let Ok(page) = tokio::fs::read(dir.join("index.html")).await {
-                return ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page)
-                    .into_response();
-            }
-        }
+    if let (true, Some(dir)) = (wants_html, &state.static_dir)
+        && let Ok(page) = tokio::fs::read(dir.join("index.html")).await
+    {
+        return ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response();
     }
     Json(json!({"message": "AtroposLib API"})).into_response()
 }

@@ -81,7 +81,13 @@ fn group_body(seqs: usize, tokens: usize, salt: usize) -> serde_json::Value {
         })
         .collect();
     let scores: Vec<f64> = (0..seqs)
-        .map(|s| if (s + salt) % 3 == 0 { 1.0 } else { 0.0 })
+        .map(|s| {
+            if (s + salt).is_multiple_of(3) {
+                1.0
+            } else {
+                0.0
+            }
+        })
         .collect();
     json!({"tokens": token_rows, "masks": masks, "scores": scores, "inference_logprobs": logprobs, "env_id": 0})
 }
@@ -303,5 +309,38 @@ pub fn print_reports(reports: &[TargetReport]) {
                 peer.batch_first_ms / r.batch_first_ms
             );
         }
+    }
+}
+
+/// `lachesis bench codec`: where one ingested group's server time goes, stage by stage (µs per
+/// group of `seqs` x `tokens`, median of `rounds`).
+pub fn run_codec_bench(seqs: usize, tokens: usize, rounds: usize) {
+    use lachesis_shared::atropos::ScoredData;
+    let (gz, _) = encode(&group_body(seqs, tokens, 1));
+    let mut stages: [(&str, Vec<f64>); 4] = [
+        ("gunzip", vec![]),
+        ("parse", vec![]),
+        ("serialize", vec![]),
+        ("lz4", vec![]),
+    ];
+    for _ in 0..rounds.max(1) {
+        let t = Instant::now();
+        let json = crate::trajectory::body::gunzip(&gz, usize::MAX / 2).expect("valid gzip");
+        stages[0].1.push(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        let group: ScoredData = crate::trajectory::body::decode_json(&json).expect("valid group");
+        stages[1].1.push(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        let canonical = serde_json::to_vec(&group).expect("plain JSON");
+        stages[2].1.push(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        let stored = lz4_flex::compress_prepend_size(&canonical);
+        stages[3].1.push(t.elapsed().as_secs_f64());
+        std::hint::black_box(stored);
+    }
+    println!("group of {seqs}x{tokens}: {} bytes gzipped", gz.len());
+    for (name, mut times) in stages {
+        times.sort_by(f64::total_cmp);
+        println!("{name:<10} {:>8.1} µs", times[times.len() / 2] * 1e6);
     }
 }

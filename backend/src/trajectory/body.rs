@@ -64,6 +64,11 @@ pub fn decode_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::field("missing", &[], "Field required"));
     }
+    // The plain decoder is twice as fast as the path-tracking one, which runs only to explain a
+    // failure.
+    if let Ok(value) = serde_json::from_slice(body) {
+        return Ok(value);
+    }
     let mut de = serde_json::Deserializer::from_slice(body);
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(from_serde_error)?;
     de.end().map_err(|err| {

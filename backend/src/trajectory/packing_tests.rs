@@ -160,10 +160,11 @@ proptest! {
         }
         assert_conserved(&queue, &batches, &rest);
         // Uniform groups that divide the batch leave less than one batch behind.
-        if let Some(&first) = sizes.first() {
-            if sizes.iter().all(|&s| s == first) && first <= batch_size {
-                prop_assert!(rest.iter().map(|g| g.n_seqs).sum::<usize>() < batch_size);
-            }
+        if let Some(&first) = sizes.first()
+            && sizes.iter().all(|&s| s == first)
+            && first <= batch_size
+        {
+            prop_assert!(rest.iter().map(|g| g.n_seqs).sum::<usize>() < batch_size);
         }
     }
 
