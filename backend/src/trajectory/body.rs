@@ -11,6 +11,7 @@ use lachesis_shared::atropos::ScoredData;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::canonical::{self, CheckedGroup};
 use super::error::ApiError;
 use crate::app::AppState;
 
@@ -21,21 +22,62 @@ impl<T: DeserializeOwned + Validate> FromRequest<AppState> for AtroposJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
-        let limit = state.body_limit;
-        let gzipped = req
-            .headers()
-            .get(CONTENT_ENCODING)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.to_ascii_lowercase().contains("gzip"));
-        let raw = read_limited(req.into_body(), limit).await?;
-        let body = if gzipped && !raw.is_empty() {
-            gunzip(&raw, limit)?
-        } else {
-            raw
-        };
+        let body = read_body(req, state.body_limit).await?;
         let value: T = decode_json(&body)?;
         value.validate()?;
         Ok(AtroposJson(value))
+    }
+}
+
+/// The body of `/scored_data`, checked on the fast path (see `canonical`).
+pub struct GroupBody(pub CheckedGroup);
+
+impl FromRequest<AppState> for GroupBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let body = read_body(req, state.body_limit).await?;
+        if let Some(group) = canonical::fast_group(&body) {
+            return Ok(GroupBody(group));
+        }
+        // The slow path names what is wrong (or, should it accept, stores the typed encoding).
+        let group: ScoredData = decode_json(&body)?;
+        group.validate()?;
+        Ok(GroupBody(CheckedGroup::from(&group)))
+    }
+}
+
+/// The body of `/scored_data_list`.
+pub struct GroupListBody(pub Vec<CheckedGroup>);
+
+impl FromRequest<AppState> for GroupListBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let body = read_body(req, state.body_limit).await?;
+        if let Some(groups) = canonical::fast_groups(&body) {
+            return Ok(GroupListBody(groups));
+        }
+        let groups: Vec<ScoredData> = decode_json(&body)?;
+        groups.validate()?;
+        Ok(GroupListBody(
+            groups.iter().map(CheckedGroup::from).collect(),
+        ))
+    }
+}
+
+/// The request body, size-limited, gunzipped when the client says it is gzip.
+pub async fn read_body(req: Request, limit: usize) -> Result<Bytes, ApiError> {
+    let gzipped = req
+        .headers()
+        .get(CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.to_ascii_lowercase().contains("gzip"));
+    let raw = read_limited(req.into_body(), limit).await?;
+    if gzipped && !raw.is_empty() {
+        gunzip(&raw, limit)
+    } else {
+        Ok(raw)
     }
 }
 

@@ -4,6 +4,7 @@
 //! the same API under `/runs/{run}/...`.
 
 pub mod body;
+pub mod canonical;
 pub mod error;
 pub mod figures;
 pub mod packing;
@@ -16,13 +17,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use lachesis_shared::atropos::{
-    EnvIdentifier, RegisterEnv, RegisterEnvResponse, RegisterResponse, Registration, ScoredData,
+    EnvIdentifier, RegisterEnv, RegisterEnvResponse, RegisterResponse, Registration,
     ScoredDataListResponse, ScoredDataResponse,
 };
 use serde_json::json;
 
 use crate::app::AppState;
-use body::AtroposJson;
+use body::{AtroposJson, GroupBody, GroupListBody};
 use error::ApiError;
 use store::{BatchOutcome, Ingested};
 
@@ -202,7 +203,7 @@ async fn latest_example(
 async fn scored_data(
     State(state): State<AppState>,
     RunId(run): RunId,
-    AtroposJson(group): AtroposJson<ScoredData>,
+    GroupBody(group): GroupBody,
 ) -> Result<Json<ScoredDataResponse>, ApiError> {
     let mut conn = state.db.acquire().await?;
     let outcome = store::ingest(&mut conn, &run, &group).await?;
@@ -222,7 +223,7 @@ async fn scored_data(
 async fn scored_data_list(
     State(state): State<AppState>,
     RunId(run): RunId,
-    AtroposJson(groups): AtroposJson<Vec<ScoredData>>,
+    GroupListBody(groups): GroupListBody,
 ) -> Result<Json<ScoredDataListResponse>, ApiError> {
     // One transaction: the whole list is acknowledged, or none of it is stored.
     let mut tx = state.db.begin().await?;

@@ -3,9 +3,10 @@
 //! serialised by locking the run's row, so concurrent `/batch` calls (also from several server
 //! instances) never hand out a group twice.
 
-use lachesis_shared::atropos::{EnvRegistered, RegisterEnv, Registration, ScoredData, StatusEnv};
+use lachesis_shared::atropos::{EnvRegistered, RegisterEnv, Registration, StatusEnv};
 use sqlx::{PgConnection, PgPool, Row};
 
+use super::canonical::CheckedGroup;
 use super::error::ApiError;
 use super::figures::{self, EnvFigures, QueuedByEnv};
 use super::packing::{self, EnvShare, QueuedGroup};
@@ -150,10 +151,10 @@ pub enum Ingested {
 pub async fn ingest(
     conn: &mut PgConnection,
     run: &str,
-    group: &ScoredData,
+    group: &CheckedGroup,
 ) -> Result<Ingested, ApiError> {
-    let payload = encode_payload(group);
-    let n_seqs = group.group_size() as i32;
+    let payload = encode_payload(&group.json);
+    let n_seqs = i32::try_from(group.n_seqs).unwrap_or(i32::MAX);
     // Only an id that fits the envs table's integer can name a registered env.
     let env_id = group.env_id.and_then(|id| i32::try_from(id).ok());
     // Fast path, one statement: queue it unless its env expects another group size.
@@ -468,9 +469,8 @@ pub async fn latest_example(db: &PgPool, run: &str) -> Result<Option<Vec<u8>>, A
 }
 
 /// The stored form of a group: its canonical JSON, LZ4-compressed (length first).
-pub fn encode_payload(group: &ScoredData) -> Vec<u8> {
-    let json = serde_json::to_vec(group).expect("serialising plain JSON values cannot fail");
-    lz4_flex::compress_prepend_size(&json)
+pub fn encode_payload(json: &[u8]) -> Vec<u8> {
+    lz4_flex::compress_prepend_size(json)
 }
 
 /// The JSON of a stored group.
