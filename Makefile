@@ -13,13 +13,17 @@ endif
 LACHESIS_PG_PORT ?= 54329
 export LACHESIS_PG_PORT
 
-.PHONY: run test tools frontend pg-start pg-stop
+.PHONY: run test bench tools frontend pg-start pg-stop
 
 run:
 	exec scripts/run.sh
 
 test:
 	scripts/test.sh $(TEST_ARGS)
+
+# Ours and atroposlib's run-api side by side, durability on (BENCH_ARGS go to `lachesis bench api`).
+bench:
+	scripts/bench-api.sh $(BENCH_ARGS)
 
 # Trunk, wasm-bindgen-cli, the wasm32 target and npm's binaryen, each only when missing.
 tools:
