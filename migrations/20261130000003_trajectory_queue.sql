@@ -24,8 +24,8 @@ CREATE TABLE groups (
     batch_id       BIGINT REFERENCES batches (id) ON DELETE CASCADE,
     batch_pos      INTEGER,
     received_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
-    -- The group exactly as served (canonical JSON with every Atropos field), LZ4-compressed with its
-    -- length prepended: a third of the bytes to write-ahead log and fsync per acknowledged group.
+    -- The group exactly as served (canonical JSON with every Atropos field), zstd-compressed: a
+    -- third of the bytes to write-ahead log and fsync per acknowledged group.
     payload        BYTEA NOT NULL,
     CONSTRAINT groups_state_known CHECK (state IN ('buffered', 'queued', 'batched')),
     CONSTRAINT groups_queued_has_pos CHECK ((state = 'buffered') = (queue_pos IS NULL)),

@@ -129,6 +129,9 @@ pg_start() {
 
     local log=$data.log opts
     opts="-p $port -k /tmp -c listen_addresses=127.0.0.1 -c fsync=$fsync"
+    # Rollout payloads are large: room for them in shared buffers and between checkpoints keeps
+    # backends from evicting dirty pages themselves. Durability settings are untouched.
+    opts+=" -c shared_buffers=256MB -c wal_buffers=16MB -c max_wal_size=4GB"
     if [[ $fsync == off ]]; then
         opts+=" -c synchronous_commit=off -c full_page_writes=off"
     fi

@@ -17,7 +17,9 @@ scripts/build-frontend.sh
 # The Atropos reference (atroposlib, in .venv/atropos) that compatibility tests run against.
 scripts/ensure-atropos-venv.sh
 
-cargo build -p lachesis-backend --bin lachesis
+# Everything the tests need, with the feature set `cargo test` uses (so nothing builds twice),
+# including the `lachesis` binary the crash test runs.
+cargo build --workspace --all-targets
 TARGET_DIR=$(lachesis_target_dir)
 
 # A throwaway cluster: fsync off, in its own directory, on a free port; gone on exit.

@@ -323,7 +323,7 @@ pub fn run_codec_bench(seqs: usize, tokens: usize, rounds: usize) {
     let mut stages: Vec<(&str, Vec<f64>)> = [
         "gunzip",
         "check (fast path)",
-        "lz4",
+        "zstd",
         "typed decode",
         "typed encode",
     ]

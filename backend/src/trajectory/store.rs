@@ -468,15 +468,30 @@ pub async fn latest_example(db: &PgPool, run: &str) -> Result<Option<Vec<u8>>, A
     payload.map(|p| decode_payload(&p)).transpose()
 }
 
-/// The stored form of a group: its canonical JSON, LZ4-compressed (length first).
+/// The stored form of a group: its canonical JSON, zstd-compressed at level 1. Write-ahead log
+/// and TOAST work in Postgres grow with the bytes stored, and level 1 halves them for a tenth of a
+/// millisecond per group (LZ4 saved only 30% on real logprobs).
 pub fn encode_payload(json: &[u8]) -> Vec<u8> {
-    lz4_flex::compress_prepend_size(json)
+    thread_local! {
+        // A compression context per worker thread: creating one per group showed in profiles.
+        static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    COMPRESSOR.with_borrow_mut(|slot| {
+        let compressor = slot
+            .get_or_insert_with(|| zstd::bulk::Compressor::new(1).expect("zstd accepts level 1"));
+        compressor
+            .compress(json)
+            .expect("compressing an in-memory buffer cannot fail")
+    })
 }
 
 /// The JSON of a stored group.
 pub fn decode_payload(stored: &[u8]) -> Result<Vec<u8>, ApiError> {
-    lz4_flex::decompress_size_prepended(stored)
-        .map_err(|err| ApiError::CorruptPayload(err.to_string()))
+    let mut out = Vec::new();
+    zstd::stream::copy_decode(stored, &mut out)
+        .map_err(|err| ApiError::CorruptPayload(err.to_string()))?;
+    Ok(out)
 }
 
 /// `/reset_data`: forgets the run's registration, envs, queue, buffers and batches.
