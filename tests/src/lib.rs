@@ -56,6 +56,7 @@ pub fn config_for(database_url: &str) -> ServeConfig {
         static_dir: std::env::var_os("LACHESIS_STATIC_DIR").map(PathBuf::from),
         body_limit_bytes: 64 * 1024 * 1024,
         db_max_connections: 16,
+        batch_gzip: false,
         api_token: None,
     }
 }

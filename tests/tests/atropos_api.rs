@@ -270,18 +270,62 @@ async fn gzip_bodies_are_accepted_and_large_answers_are_compressed() {
     big["tokens"] = json!(vec![vec![43; 400]; 4]);
     app.post("/scored_data", &big).await;
     let raw = reqwest::Client::builder().no_gzip().build().unwrap();
+    let encoding = |resp: &reqwest::Response| {
+        resp.headers()
+            .get("content-encoding")
+            .map(|v| v.to_str().unwrap().to_string())
+    };
+    let resp = raw
+        .get(app.url("/latest_example"))
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        encoding(&resp).as_deref(),
+        Some("gzip"),
+        "answers of 1000 bytes and more are gzipped"
+    );
+    // Batches go uncompressed unless the server is told otherwise (deflate costs more than it saves).
     let resp = raw
         .get(app.url("/batch"))
         .header("accept-encoding", "gzip")
         .send()
         .await
         .unwrap();
+    assert_eq!(encoding(&resp), None);
     assert_eq!(
-        resp.headers()
-            .get("content-encoding")
-            .map(|v| v.to_str().unwrap()),
-        Some("gzip")
+        lachesis_tests::markers(&resp.json().await.unwrap()),
+        vec![42, 43]
     );
+}
+
+#[tokio::test]
+async fn batches_are_gzipped_when_configured() {
+    let mut config = lachesis_tests::config_for(&lachesis_tests::fresh_database().await);
+    config.batch_gzip = true;
+    let app = TestApp::spawn_with(config).await;
+    app.post("/register", &registration(4)).await;
+    app.post("/scored_data", &group(7, 4, None)).await;
+    let raw = reqwest::Client::builder().no_gzip().build().unwrap();
+    let resp = raw
+        .get(app.url("/batch"))
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers().get("content-encoding").unwrap(), "gzip");
+    let mut json = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::GzDecoder::new(&resp.bytes().await.unwrap()[..]),
+        &mut json,
+    )
+    .unwrap();
+    let batch: Value = serde_json::from_slice(&json).unwrap();
+    assert_eq!(markers(&batch), vec![7]);
+    // A client that does not take gzip gets plain JSON from the same server.
+    let resp = raw.get(app.url("/batch")).send().await.unwrap();
+    assert_eq!(resp.headers().get("content-encoding"), None);
 }
 
 #[tokio::test]

@@ -32,6 +32,8 @@ pub struct AppState {
     /// When set, API calls must present `Authorization: Bearer <token>`.
     pub api_token: Option<Arc<str>>,
     pub static_dir: Option<PathBuf>,
+    /// Gzip `/batch` answers for clients that accept it (off: see `ServeConfig::batch_gzip`).
+    pub batch_gzip: bool,
     /// Runs known to exist, so most requests skip the upsert. Runs are never deleted.
     known_runs: Arc<Mutex<HashSet<String>>>,
 }
@@ -44,6 +46,7 @@ impl AppState {
             body_limit: config.body_limit_bytes,
             api_token: config.api_token.as_deref().map(Arc::from),
             static_dir: config.static_dir.clone(),
+            batch_gzip: config.batch_gzip,
             known_runs: Arc::new(Mutex::new(HashSet::from([
                 trajectory::DEFAULT_RUN.to_string()
             ]))),
@@ -77,10 +80,11 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             metrics::track,
         ));
-    // Atropos compresses responses of 1000 bytes and more; batches compress well and fast.
+    // Atropos compresses responses of 1000 bytes and more; batches decide for themselves.
     let compress_when = SizeAbove::new(1000)
         .and(NotForContentType::GRPC)
-        .and(NotForContentType::IMAGES);
+        .and(NotForContentType::IMAGES)
+        .and(UnlessMarked);
     let compression = CompressionLayer::new()
         .quality(CompressionLevel::Fastest)
         .compress_when(compress_when);
@@ -90,6 +94,19 @@ pub fn router(state: AppState) -> Router {
         .fallback(root::static_file)
         .layer(compression)
         .with_state(state)
+}
+
+/// Marks a response the compression layer must leave alone (an extension: never sent).
+#[derive(Clone, Copy)]
+pub struct SkipCompression;
+
+#[derive(Clone, Copy)]
+struct UnlessMarked;
+
+impl Predicate for UnlessMarked {
+    fn should_compress<B: axum::body::HttpBody>(&self, response: &axum::http::Response<B>) -> bool {
+        response.extensions().get::<SkipCompression>().is_none()
+    }
 }
 
 async fn require_token(State(state): State<AppState>, req: Request, next: Next) -> Response {

@@ -161,12 +161,12 @@ async fn measure_ingest(
     base: &str,
     args: &ApiBenchArgs,
 ) -> anyhow::Result<f64> {
-    prepare(client, base, args).await?;
     let bodies: Arc<Vec<(Vec<u8>, bool)>> = Arc::new(
         (0..64)
             .map(|salt| encode(&group_body(args.seqs, args.tokens, salt)))
             .collect(),
     );
+    prepare(client, base, args).await?;
     let per_client = args.groups.div_ceil(args.clients);
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -206,7 +206,6 @@ async fn measure_batch(
     base: &str,
     args: &ApiBenchArgs,
 ) -> anyhow::Result<(f64, f64, f64)> {
-    prepare(client, base, args).await?;
     let chunk = 50;
     let chunks: Vec<Vec<u8>> = (0..8)
         .map(|salt| {
@@ -216,6 +215,7 @@ async fn measure_batch(
             encode(&serde_json::Value::Array(list)).0
         })
         .collect();
+    prepare(client, base, args).await?;
     let mut posted = 0;
     let mut round = 0;
     while posted < args.queue {
@@ -259,8 +259,10 @@ async fn measure_batch(
 }
 
 pub async fn run_api_bench(args: ApiBenchArgs) -> anyhow::Result<Vec<TargetReport>> {
+    // uvicorn closes idle keep-alive connections after 5 s; never reuse one that old.
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(args.clients * 2)
+        .pool_idle_timeout(Duration::from_secs(2))
         .build()?;
     let mut reports = Vec::new();
     for target in &args.targets {

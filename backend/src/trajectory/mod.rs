@@ -144,7 +144,11 @@ async fn info(
     ))
 }
 
-async fn batch(State(state): State<AppState>, RunId(run): RunId) -> Result<Response, ApiError> {
+async fn batch(
+    State(state): State<AppState>,
+    RunId(run): RunId,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
     let (outcome, formed) = store::next_batch(&state.db, &run).await?;
     for groups in &formed {
         state.metrics.batch_formed(&run, *groups);
@@ -177,9 +181,55 @@ async fn batch(State(state): State<AppState>, RunId(run): RunId) -> Result<Respo
                 &serde_json::to_vec(&weight_versions).expect("integers serialise"),
             );
             out.push(b'}');
-            json_bytes(out)
+            let mut response = if state.batch_gzip && accepts_gzip(&headers) {
+                gzip_json(out)
+            } else {
+                json_bytes(out)
+            };
+            response
+                .extensions_mut()
+                .insert(crate::app::SkipCompression);
+            response
         }
     })
+}
+
+fn accepts_gzip(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|coding| {
+            let mut parts = coding.trim().split(';');
+            let name = parts.next().unwrap_or("").trim();
+            let refused = parts.any(|p| matches!(p.trim(), "q=0" | "q=0.0" | "q=0.00" | "q=0.000"));
+            name.eq_ignore_ascii_case("gzip") && !refused
+        })
+}
+
+/// A batch, gzipped in one pass at the fastest level.
+fn gzip_json(json: Vec<u8>) -> Response {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(
+        Vec::with_capacity(json.len() / 2),
+        flate2::Compression::fast(),
+    );
+    if encoder.write_all(&json).is_err() {
+        return json_bytes(json);
+    }
+    match encoder.finish() {
+        Ok(packed) => (
+            [
+                (header::CONTENT_TYPE, "application/json"),
+                (header::CONTENT_ENCODING, "gzip"),
+                (header::VARY, "accept-encoding"),
+            ],
+            packed,
+        )
+            .into_response(),
+        Err(_) => json_bytes(json),
+    }
 }
 
 fn json_bytes(bytes: Vec<u8>) -> Response {
