@@ -31,6 +31,10 @@ async fn post_raw(app: &TestApp, path: &str, body: Vec<u8>, gzipped: bool) -> (u
     (status, body)
 }
 
+async fn post_value(app: &TestApp, path: &str, value: &Value) -> (u16, Value) {
+    post_raw(app, path, serde_json::to_vec(value).unwrap(), false).await
+}
+
 async fn assert_nothing_queued(app: &TestApp) {
     assert_eq!(
         app.get("/status").await["queue_size"],
@@ -60,25 +64,13 @@ async fn malformed_json_is_a_422_naming_the_problem() {
 async fn wrong_types_are_located_down_to_the_element() {
     let app = registered_app().await;
     let bad = json!({"tokens": [[1, "two"]], "masks": [[1, 2]], "scores": [1.0]});
-    let (status, body) = post_raw(
-        &app,
-        "/scored_data",
-        serde_json::to_vec(&bad).unwrap(),
-        false,
-    )
-    .await;
+    let (status, body) = post_value(&app, "/scored_data", &bad).await;
     assert_eq!(status, 422);
     assert_eq!(body["detail"][0]["type"], "int_type");
     assert_eq!(body["detail"][0]["loc"], json!(["body", "tokens", 0, 1]));
 
     let bad = json!({"tokens": [[1]], "masks": [[1]], "scores": "high"});
-    let (status, body) = post_raw(
-        &app,
-        "/scored_data",
-        serde_json::to_vec(&bad).unwrap(),
-        false,
-    )
-    .await;
+    let (status, body) = post_value(&app, "/scored_data", &bad).await;
     assert_eq!(
         (status, body["detail"][0]["loc"].clone()),
         (422, json!(["body", "scores"]))
@@ -122,13 +114,7 @@ async fn messages_without_role_or_content_are_refused() {
     let app = registered_app().await;
     let mut bad = group(1, 1, None);
     bad["messages"] = json!([[{"role": "user"}]]);
-    let (status, body) = post_raw(
-        &app,
-        "/scored_data",
-        serde_json::to_vec(&bad).unwrap(),
-        false,
-    )
-    .await;
+    let (status, body) = post_value(&app, "/scored_data", &bad).await;
     assert_eq!(status, 422);
     assert!(
         body["detail"][0]["msg"]
@@ -138,13 +124,7 @@ async fn messages_without_role_or_content_are_refused() {
     );
     // In a list, one bad group rejects the whole list.
     let list = json!([group(2, 4, Some(0)), bad]);
-    let (status, body) = post_raw(
-        &app,
-        "/scored_data_list",
-        serde_json::to_vec(&list).unwrap(),
-        false,
-    )
-    .await;
+    let (status, body) = post_value(&app, "/scored_data_list", &list).await;
     assert_eq!(status, 422);
     assert_eq!(body["detail"][0]["loc"], json!(["body", 1, "messages"]));
     assert_nothing_queued(&app).await;
@@ -173,13 +153,7 @@ async fn oversized_bodies_and_gzip_bombs_are_413() {
     app.post("/register", &registration(4)).await;
     let mut huge = group(1, 4, None);
     huge["tokens"] = json!(vec![vec![7; 20_000]; 4]);
-    let (status, body) = post_raw(
-        &app,
-        "/scored_data",
-        serde_json::to_vec(&huge).unwrap(),
-        false,
-    )
-    .await;
+    let (status, body) = post_value(&app, "/scored_data", &huge).await;
     assert_eq!(status, 413);
     assert!(body["detail"].as_str().unwrap().contains("larger than"));
     // Small on the wire, far past the limit once inflated.
@@ -218,13 +192,7 @@ async fn unknown_envs_bad_run_names_and_bad_registrations_are_clear_errors() {
 
     let mut zero = env_registration("env", 0);
     zero["group_size"] = json!(0);
-    let (status, _) = post_raw(
-        &app,
-        "/register-env",
-        serde_json::to_vec(&zero).unwrap(),
-        false,
-    )
-    .await;
+    let (status, _) = post_value(&app, "/register-env", &zero).await;
     assert_eq!(status, 422);
     let (status, _) = post_raw(
         &app,
