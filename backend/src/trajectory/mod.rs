@@ -3,6 +3,7 @@
 //! The legacy paths (`/register`, `/batch`, ...) serve the run named `default`; every other run has
 //! the same API under `/runs/{run}/...`.
 
+pub mod batches;
 pub mod body;
 pub mod canonical;
 pub mod error;
@@ -23,9 +24,10 @@ use lachesis_shared::atropos::{
 use serde_json::json;
 
 use crate::app::AppState;
+use batches::BatchOutcome;
 use body::{AtroposJson, GroupBody, GroupListBody};
 use error::ApiError;
-use store::{BatchOutcome, Ingested};
+use store::Ingested;
 
 pub const DEFAULT_RUN: &str = "default";
 
@@ -149,7 +151,7 @@ async fn batch(
     RunId(run): RunId,
     headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (outcome, formed) = store::next_batch(&state.db, &run).await?;
+    let (outcome, formed) = batches::next_batch(&state.db, &run).await?;
     for groups in &formed {
         state.metrics.batch_formed(&run, *groups);
     }
