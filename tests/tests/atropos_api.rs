@@ -269,30 +269,26 @@ async fn gzip_bodies_are_accepted_and_large_answers_are_compressed() {
     let mut big = group(43, 4, Some(0));
     big["tokens"] = json!(vec![vec![43; 400]; 4]);
     app.post("/scored_data", &big).await;
+    // A client that accepts gzip but does not decode it, so the encoding stays visible.
     let raw = reqwest::Client::builder().no_gzip().build().unwrap();
+    let get_accepting_gzip = |path: &str| {
+        raw.get(app.url(path))
+            .header("accept-encoding", "gzip")
+            .send()
+    };
     let encoding = |resp: &reqwest::Response| {
         resp.headers()
             .get("content-encoding")
             .map(|v| v.to_str().unwrap().to_string())
     };
-    let resp = raw
-        .get(app.url("/latest_example"))
-        .header("accept-encoding", "gzip")
-        .send()
-        .await
-        .unwrap();
+    let resp = get_accepting_gzip("/latest_example").await.unwrap();
     assert_eq!(
         encoding(&resp).as_deref(),
         Some("gzip"),
         "answers of 1000 bytes and more are gzipped"
     );
     // Batches go uncompressed unless the server is told otherwise (deflate costs more than it saves).
-    let resp = raw
-        .get(app.url("/batch"))
-        .header("accept-encoding", "gzip")
-        .send()
-        .await
-        .unwrap();
+    let resp = get_accepting_gzip("/batch").await.unwrap();
     assert_eq!(encoding(&resp), None);
     assert_eq!(
         lachesis_tests::markers(&resp.json().await.unwrap()),
