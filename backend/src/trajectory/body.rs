@@ -29,40 +29,49 @@ impl<T: DeserializeOwned + Validate> FromRequest<AppState> for AtroposJson<T> {
     }
 }
 
-/// The body of `/scored_data`, checked on the fast path (see `canonical`).
-pub struct GroupBody(pub CheckedGroup);
+/// A scored-data body checked on the fast path (see `canonical`): `CheckedGroup` for
+/// `/scored_data`, `Vec<CheckedGroup>` for `/scored_data_list`.
+pub struct Checked<T>(pub T);
 
-impl FromRequest<AppState> for GroupBody {
-    type Rejection = ApiError;
+/// What can be taken from a body on the fast path, with the typed form as its fallback.
+pub trait FastPath: Sized {
+    type Typed: DeserializeOwned + Validate;
+    fn fast(body: &[u8]) -> Option<Self>;
+    fn from_typed(typed: &Self::Typed) -> Self;
+}
 
-    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
-        let body = read_body(req, state.body_limit).await?;
-        if let Some(group) = canonical::fast_group(&body) {
-            return Ok(GroupBody(group));
-        }
-        // The slow path names what is wrong (or, should it accept, stores the typed encoding).
-        let group: ScoredData = decode_json(&body)?;
-        group.validate()?;
-        Ok(GroupBody(CheckedGroup::from(&group)))
+impl FastPath for CheckedGroup {
+    type Typed = ScoredData;
+    fn fast(body: &[u8]) -> Option<Self> {
+        canonical::fast_group(body)
+    }
+    fn from_typed(typed: &ScoredData) -> Self {
+        CheckedGroup::from(typed)
     }
 }
 
-/// The body of `/scored_data_list`.
-pub struct GroupListBody(pub Vec<CheckedGroup>);
+impl FastPath for Vec<CheckedGroup> {
+    type Typed = Vec<ScoredData>;
+    fn fast(body: &[u8]) -> Option<Self> {
+        canonical::fast_groups(body)
+    }
+    fn from_typed(typed: &Vec<ScoredData>) -> Self {
+        typed.iter().map(CheckedGroup::from).collect()
+    }
+}
 
-impl FromRequest<AppState> for GroupListBody {
+impl<T: FastPath> FromRequest<AppState> for Checked<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
         let body = read_body(req, state.body_limit).await?;
-        if let Some(groups) = canonical::fast_groups(&body) {
-            return Ok(GroupListBody(groups));
+        if let Some(checked) = T::fast(&body) {
+            return Ok(Checked(checked));
         }
-        let groups: Vec<ScoredData> = decode_json(&body)?;
-        groups.validate()?;
-        Ok(GroupListBody(
-            groups.iter().map(CheckedGroup::from).collect(),
-        ))
+        // The typed decode names what is wrong (or, should it accept, stores its encoding).
+        let typed: T::Typed = decode_json(&body)?;
+        typed.validate()?;
+        Ok(Checked(T::from_typed(&typed)))
     }
 }
 

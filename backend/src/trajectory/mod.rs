@@ -25,7 +25,8 @@ use serde_json::json;
 
 use crate::app::AppState;
 use batches::BatchOutcome;
-use body::{AtroposJson, GroupBody, GroupListBody};
+use body::{AtroposJson, Checked};
+use canonical::CheckedGroup;
 use error::ApiError;
 use store::Ingested;
 
@@ -255,7 +256,7 @@ async fn latest_example(
 async fn scored_data(
     State(state): State<AppState>,
     RunId(run): RunId,
-    GroupBody(group): GroupBody,
+    Checked(group): Checked<CheckedGroup>,
 ) -> Result<Json<ScoredDataResponse>, ApiError> {
     let mut conn = state.db.acquire().await?;
     let outcome = store::ingest(&mut conn, &run, &group).await?;
@@ -275,7 +276,7 @@ async fn scored_data(
 async fn scored_data_list(
     State(state): State<AppState>,
     RunId(run): RunId,
-    GroupListBody(groups): GroupListBody,
+    Checked(groups): Checked<Vec<CheckedGroup>>,
 ) -> Result<Json<ScoredDataListResponse>, ApiError> {
     // One transaction: the whole list is acknowledged, or none of it is stored.
     let mut tx = state.db.begin().await?;
