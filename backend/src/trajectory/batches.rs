@@ -34,25 +34,18 @@ pub async fn next_batch(db: &PgPool, run: &str) -> Result<(BatchOutcome, Vec<usi
             .await?;
     }
     let mut formed_sizes = Vec::new();
-    let mut batch_id: Option<i64> = sqlx::query_scalar(
-        "SELECT id FROM batches WHERE run_id = $1 AND served_at IS NULL ORDER BY id LIMIT 1",
-    )
-    .bind(run)
-    .fetch_optional(&mut *tx)
-    .await?;
+    let mut batch_id = claim_oldest_batch(&mut tx, run).await?;
     if batch_id.is_none() {
         let formed = form_all_batches(&mut tx, run, row.batch_size).await?;
         formed_sizes = formed.iter().map(|(_, n)| *n).collect();
-        batch_id = formed.first().map(|(id, _)| *id);
+        if !formed.is_empty() {
+            batch_id = claim_oldest_batch(&mut tx, run).await?;
+        }
     }
     let Some(batch_id) = batch_id else {
         tx.commit().await?;
         return Ok((BatchOutcome::Empty, formed_sizes));
     };
-    sqlx::query("UPDATE batches SET served_at = now() WHERE id = $1")
-        .bind(batch_id)
-        .execute(&mut *tx)
-        .await?;
     let rows: Vec<(Vec<u8>, Option<i64>)> = sqlx::query_as(
         "SELECT payload, weight_version FROM groups WHERE batch_id = $1 ORDER BY batch_pos",
     )
@@ -75,6 +68,18 @@ pub async fn next_batch(db: &PgPool, run: &str) -> Result<(BatchOutcome, Vec<usi
         },
         formed_sizes,
     ))
+}
+
+/// Marks the run's oldest unserved batch as served and returns it, in one statement.
+async fn claim_oldest_batch(tx: &mut PgConnection, run: &str) -> Result<Option<i64>, ApiError> {
+    Ok(sqlx::query_scalar(
+        "UPDATE batches SET served_at = now()
+         WHERE id = (SELECT id FROM batches WHERE run_id = $1 AND served_at IS NULL ORDER BY id LIMIT 1)
+         RETURNING id",
+    )
+    .bind(run)
+    .fetch_optional(tx)
+    .await?)
 }
 
 /// Forms and stores every batch the run's queue allows; returns (batch id, groups in it) in order.
