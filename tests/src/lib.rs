@@ -58,7 +58,17 @@ pub fn config_for(database_url: &str) -> ServeConfig {
         db_max_connections: 16,
         batch_gzip: false,
         api_token: None,
+        model: None,
     }
+}
+
+/// The embedded model's GGUF, fetched by the test command (`scripts/ensure-model.sh`).
+pub fn model_path() -> PathBuf {
+    let path = std::env::var_os("LACHESIS_MODEL").map(PathBuf::from).expect(
+        "set LACHESIS_MODEL to the SmolLM2 GGUF (the README's test command fetches it)",
+    );
+    assert!(path.exists(), "LACHESIS_MODEL {} does not exist", path.display());
+    path
 }
 
 /// The real app, serving on a free port inside this test process.

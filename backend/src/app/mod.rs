@@ -36,6 +36,8 @@ pub struct AppState {
     pub batch_gzip: bool,
     /// Runs known to exist, so most requests skip the upsert. Runs are never deleted.
     known_runs: Arc<Mutex<HashSet<String>>>,
+    /// The embedded model, when one is loaded.
+    pub engine: Option<lachesis_inference::Engine>,
 }
 
 impl AppState {
@@ -50,6 +52,7 @@ impl AppState {
             known_runs: Arc::new(Mutex::new(HashSet::from([
                 trajectory::DEFAULT_RUN.to_string()
             ]))),
+            engine: None,
         }
     }
 
@@ -73,6 +76,7 @@ impl AppState {
 pub fn router(state: AppState) -> Router {
     let api = Router::new()
         .merge(trajectory::routes())
+        .merge(crate::inference::routes())
         .nest("/runs/{run}", trajectory::routes())
         .route("/metrics", get(metrics::handler))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token))
@@ -144,7 +148,16 @@ impl Server {
             .map_err(|e| {
                 anyhow::anyhow!("cannot listen on {}:{}: {e}", config.host, config.port)
             })?;
-        let state = AppState::new(db, config);
+        let mut state = AppState::new(db, config);
+        if let Some(path) = config.model.clone() {
+            let shown = path.display().to_string();
+            let engine = tokio::task::spawn_blocking(move || {
+                lachesis_inference::Engine::load(&path, lachesis_inference::EngineOptions::default())
+            })
+            .await??;
+            tracing::info!(model = %shown, name = %engine.info().name, "embedded model loaded");
+            state.engine = Some(engine);
+        }
         Ok(Self {
             listener,
             router: router(state.clone()),

@@ -1,0 +1,48 @@
+//! Inference for Lachesis: the embedded engine that runs a llama-architecture GGUF model on the CPU
+//! with candle, its tokenizer and chat template, and token sampling.
+//!
+//! Kept apart from the server crate so candle is compiled once and the server rebuilds quickly.
+
+mod engine;
+mod sampling;
+mod tokenizer;
+
+pub use engine::{Choice, Engine, EngineOptions, FinishReason, GenerateRequest, Generation, ModelInfo, TokenLogprob};
+pub use sampling::{MAX_CHOICES, MAX_TOP_LOGPROBS, SamplingParams, log_softmax, sample, top_k};
+pub use tokenizer::{ChatMessage, ModelTokenizer};
+
+/// Everything the engine can refuse or fail at, each kind mapped to one HTTP status by callers.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum EngineError {
+    /// The request asks for something impossible (a 400 or 422).
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// The prompt plus `max_tokens` does not fit the model's context (a 400).
+    #[error("the prompt ({prompt} tokens) plus max_tokens ({max_tokens}) exceeds the context of {context} tokens")]
+    ContextLength {
+        prompt: usize,
+        max_tokens: usize,
+        context: usize,
+    },
+    /// The queue of waiting requests is full (a 503; retry later).
+    #[error("the engine is busy: {0} requests are waiting")]
+    Busy(usize),
+    /// The engine's worker has stopped.
+    #[error("the engine has stopped")]
+    Stopped,
+    /// The model file is missing, unreadable or of an unsupported kind.
+    #[error("model: {0}")]
+    Model(String),
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    #[error("chat template: {0}")]
+    Template(String),
+    #[error("{0}")]
+    Io(String),
+}
+
+impl From<candle_core::Error> for EngineError {
+    fn from(e: candle_core::Error) -> Self {
+        EngineError::Model(e.to_string())
+    }
+}

@@ -1,0 +1,227 @@
+//! OpenAI-compatible endpoints over the embedded engine, with logprobs in OpenAI's two shapes
+//! (legacy completions: parallel arrays; chat: a `content` list of token entries).
+
+use axum::Json;
+use axum::extract::State;
+use lachesis_inference::{ChatMessage, Engine, GenerateRequest, Generation, TokenLogprob};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{CommonSampling, InferenceError, InferenceJson, engine, request_id, unix_now};
+use crate::app::AppState;
+
+pub async fn models(State(state): State<AppState>) -> Result<Json<Value>, InferenceError> {
+    let engine = engine(&state)?;
+    Ok(Json(json!({
+        "object": "list",
+        "data": [{
+            "id": engine.info().name,
+            "object": "model",
+            "created": unix_now(),
+            "owned_by": "lachesis",
+            "max_model_len": engine.info().context_length,
+        }]
+    })))
+}
+
+/// `prompt` in `/v1/completions`: text, or token ids (one prompt per request).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum PromptInput {
+    Text(String),
+    Tokens(Vec<u32>),
+    Batch(Vec<PromptInput>),
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CompletionRequest {
+    #[serde(default)]
+    pub model: Option<String>,
+    pub prompt: PromptInput,
+    #[serde(default = "sixteen")]
+    pub max_tokens: usize,
+    /// Alternatives per token; `Some(0)` still reports the chosen token's logprob.
+    #[serde(default)]
+    pub logprobs: Option<usize>,
+    #[serde(default)]
+    pub echo: bool,
+    #[serde(flatten)]
+    pub sampling: CommonSampling,
+}
+
+fn sixteen() -> usize {
+    16
+}
+
+pub async fn completions(
+    State(state): State<AppState>,
+    InferenceJson(request): InferenceJson<CompletionRequest>,
+) -> Result<Json<Value>, InferenceError> {
+    let engine = engine(&state)?;
+    let prompt = match request.prompt {
+        PromptInput::Text(text) => engine.tokenizer().encode(&text)?,
+        PromptInput::Tokens(ids) => ids,
+        PromptInput::Batch(mut prompts) if prompts.len() == 1 => match prompts.remove(0) {
+            PromptInput::Text(text) => engine.tokenizer().encode(&text)?,
+            PromptInput::Tokens(ids) => ids,
+            PromptInput::Batch(_) => return Err(InferenceError::bad("nested prompt lists", "prompt")),
+        },
+        PromptInput::Batch(_) => {
+            return Err(InferenceError::bad(
+                "send one prompt per request (use n for several completions)",
+                "prompt",
+            ));
+        }
+    };
+    if request.echo {
+        return Err(InferenceError::bad("echo is not supported", "echo"));
+    }
+    let mut params = request.sampling.to_params(request.max_tokens)?;
+    params.top_logprobs = request.logprobs.unwrap_or(0);
+    let generation = engine
+        .generate(GenerateRequest { prompt, params })
+        .await?;
+    let choices: Vec<Value> = generation
+        .choices
+        .iter()
+        .enumerate()
+        .map(|(index, choice)| {
+            let logprobs = request
+                .logprobs
+                .map(|_| legacy_logprobs(engine, &choice.logprobs));
+            json!({
+                "index": index,
+                "text": choice.text,
+                "logprobs": logprobs,
+                "finish_reason": choice.finish_reason.as_str(),
+            })
+        })
+        .collect();
+    Ok(Json(json!({
+        "id": request_id("cmpl"),
+        "object": "text_completion",
+        "created": unix_now(),
+        "model": request.model.unwrap_or_else(|| engine.info().name.clone()),
+        "choices": choices,
+        "usage": usage(&generation),
+    })))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ChatRequest {
+    #[serde(default)]
+    pub model: Option<String>,
+    pub messages: Vec<ChatMessage>,
+    #[serde(default)]
+    pub max_tokens: Option<usize>,
+    #[serde(default)]
+    pub max_completion_tokens: Option<usize>,
+    #[serde(default)]
+    pub logprobs: bool,
+    #[serde(default)]
+    pub top_logprobs: Option<usize>,
+    #[serde(flatten)]
+    pub sampling: CommonSampling,
+}
+
+pub async fn chat_completions(
+    State(state): State<AppState>,
+    InferenceJson(request): InferenceJson<ChatRequest>,
+) -> Result<Json<Value>, InferenceError> {
+    let engine = engine(&state)?;
+    if request.messages.is_empty() {
+        return Err(InferenceError::bad("messages must not be empty", "messages"));
+    }
+    let text = engine
+        .tokenizer()
+        .apply_chat_template(&request.messages, true)?;
+    let prompt = engine.tokenizer().encode(&text)?;
+    // Without a limit the answer may fill the context; 512 keeps a forgotten field from doing so.
+    let max_tokens = request
+        .max_completion_tokens
+        .or(request.max_tokens)
+        .unwrap_or(512)
+        .min(engine.info().context_length.saturating_sub(prompt.len()).max(1));
+    let mut params = request.sampling.to_params(max_tokens)?;
+    params.top_logprobs = request.top_logprobs.unwrap_or(0);
+    let generation = engine
+        .generate(GenerateRequest { prompt, params })
+        .await?;
+    let choices: Vec<Value> = generation
+        .choices
+        .iter()
+        .enumerate()
+        .map(|(index, choice)| {
+            let logprobs = request.logprobs.then(|| {
+                json!({"content": choice.logprobs.iter()
+                    .filter(|lp| lp.token != engine.tokenizer().eos_token_id())
+                    .map(|lp| chat_token_entry(engine, lp))
+                    .collect::<Vec<_>>()})
+            });
+            json!({
+                "index": index,
+                "message": {"role": "assistant", "content": choice.text},
+                "logprobs": logprobs,
+                "finish_reason": choice.finish_reason.as_str(),
+            })
+        })
+        .collect();
+    Ok(Json(json!({
+        "id": request_id("chatcmpl"),
+        "object": "chat.completion",
+        "created": unix_now(),
+        "model": request.model.unwrap_or_else(|| engine.info().name.clone()),
+        "choices": choices,
+        "usage": usage(&generation),
+    })))
+}
+
+fn usage(generation: &Generation) -> Value {
+    let prompt = generation.prompt_tokens.len();
+    let completion = generation.completion_tokens();
+    json!({
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    })
+}
+
+/// A token's text as OpenAI shows it: the decoded string, not the byte-level vocabulary form.
+fn token_text(engine: &Engine, token: u32) -> String {
+    engine.tokenizer().decode(&[token]).unwrap_or_default()
+}
+
+fn chat_token_entry(engine: &Engine, lp: &TokenLogprob) -> Value {
+    let text = token_text(engine, lp.token);
+    json!({
+        "token": text,
+        "logprob": lp.logprob,
+        "bytes": text.as_bytes(),
+        "top_logprobs": lp.top.iter().map(|(id, logprob)| {
+            let alt = token_text(engine, *id);
+            json!({"token": alt, "logprob": logprob, "bytes": alt.as_bytes()})
+        }).collect::<Vec<_>>(),
+    })
+}
+
+fn legacy_logprobs(engine: &Engine, logprobs: &[TokenLogprob]) -> Value {
+    let mut offset = 0;
+    let mut tokens = Vec::with_capacity(logprobs.len());
+    let mut offsets = Vec::with_capacity(logprobs.len());
+    for lp in logprobs {
+        let text = token_text(engine, lp.token);
+        offsets.push(offset);
+        offset += text.len();
+        tokens.push(text);
+    }
+    json!({
+        "tokens": tokens,
+        "token_logprobs": logprobs.iter().map(|lp| lp.logprob).collect::<Vec<_>>(),
+        "top_logprobs": logprobs.iter().map(|lp| {
+            lp.top.iter()
+                .map(|(id, logprob)| (token_text(engine, *id), json!(logprob)))
+                .collect::<serde_json::Map<String, Value>>()
+        }).collect::<Vec<_>>(),
+        "text_offset": offsets,
+    })
+}

@@ -1,0 +1,115 @@
+//! vLLM's `/generate`, in the shape the Atropos example trainer's vLLM server answers and
+//! atroposlib's `VLLMServer` reads: prompt token ids in; per choice the text, token ids and, for each
+//! token, `[{"<token id>": logprob, ...}]` with the sampled token first.
+
+use axum::Json;
+use axum::extract::State;
+use lachesis_inference::{GenerateRequest, TokenLogprob};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use super::{CommonSampling, InferenceError, InferenceJson, engine};
+use crate::app::AppState;
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum GeneratePrompt {
+    Text(String),
+    Tokens { prompt_token_ids: Vec<u32> },
+}
+
+#[derive(Debug, Deserialize)]
+pub struct VllmGenerateRequest {
+    pub prompt: GeneratePrompt,
+    #[serde(default = "sixteen")]
+    pub max_tokens: usize,
+    /// Alternatives per generated token; present (even 0) means "report logprobs".
+    #[serde(default)]
+    pub logprobs: Option<usize>,
+    #[serde(default)]
+    pub prompt_logprobs: Option<usize>,
+    #[serde(flatten)]
+    pub sampling: CommonSampling,
+}
+
+fn sixteen() -> usize {
+    16
+}
+
+pub async fn generate(
+    State(state): State<AppState>,
+    InferenceJson(request): InferenceJson<VllmGenerateRequest>,
+) -> Result<Response, InferenceError> {
+    let engine = engine(&state)?;
+    let prompt = match request.prompt {
+        GeneratePrompt::Text(text) => engine.tokenizer().encode(&text)?,
+        GeneratePrompt::Tokens { prompt_token_ids } => prompt_token_ids,
+    };
+    let mut params = request.sampling.to_params(request.max_tokens)?;
+    params.top_logprobs = request.logprobs.unwrap_or(0);
+    params.prompt_logprobs = request.prompt_logprobs;
+    let generation = engine
+        .generate(GenerateRequest { prompt, params })
+        .await?;
+    let prompt_text = engine.tokenizer().decode(&generation.prompt_tokens)?;
+    let logprobs = request.logprobs.map(|_| {
+        generation
+            .choices
+            .iter()
+            .map(|c| c.logprobs.iter().map(|lp| [token_entry(lp)]).collect())
+            .collect()
+    });
+    let prompt_logprobs = generation
+        .prompt_logprobs
+        .as_ref()
+        .map(|scored| scored.iter().map(|e| e.as_ref().map(token_entry)).collect());
+    Ok(Json(GenerateResponse {
+        text: generation.choices.iter().map(|c| c.text.as_str()).collect(),
+        prompt: prompt_text,
+        finish_reasons: generation
+            .choices
+            .iter()
+            .map(|c| c.finish_reason.as_str())
+            .collect(),
+        prompt_token_ids: &generation.prompt_tokens,
+        token_ids: generation.choices.iter().map(|c| c.tokens.as_slice()).collect(),
+        logprobs,
+        prompt_logprobs,
+    })
+    .into_response())
+}
+
+#[derive(Serialize)]
+struct GenerateResponse<'a> {
+    text: Vec<&'a str>,
+    prompt: String,
+    finish_reasons: Vec<&'static str>,
+    prompt_token_ids: &'a [u32],
+    token_ids: Vec<&'a [u32]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    logprobs: Option<Vec<Vec<[Box<RawValue>; 1]>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_logprobs: Option<Vec<Option<Box<RawValue>>>>,
+}
+
+/// `{"<chosen id>": logprob, "<alternative id>": logprob, ...}`, the chosen token first: atroposlib
+/// reads the first key as the sampled token, and serde_json's maps would sort the keys.
+fn token_entry(lp: &TokenLogprob) -> Box<RawValue> {
+    let mut text = String::from("{");
+    let mut seen = Vec::with_capacity(lp.top.len() + 1);
+    for (id, logprob) in std::iter::once((lp.token, lp.logprob)).chain(lp.top.iter().copied()) {
+        if seen.contains(&id) {
+            continue;
+        }
+        if !seen.is_empty() {
+            text.push(',');
+        }
+        seen.push(id);
+        // Non-finite logprobs become null, as serde_json writes them.
+        let value = serde_json::to_string(&logprob).unwrap_or_else(|_| "null".into());
+        text.push_str(&format!("\"{id}\":{value}"));
+    }
+    text.push('}');
+    RawValue::from_string(text).expect("token ids and numbers form valid JSON")
+}

@@ -1,0 +1,62 @@
+//! Policies: whatever answers an environment's prompts. An LLM behind an OpenAI-compatible or vLLM
+//! server, the embedded model, or a built-in baseline. Every policy returns rollouts in Atropos's
+//! training format (token ids, masks, inference logprobs), so environments never care which it is.
+
+use futures::future::BoxFuture;
+use lachesis_inference::ChatMessage;
+use serde::{Deserialize, Serialize};
+
+/// One prompt to complete `n` times.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyRequest {
+    pub messages: Vec<ChatMessage>,
+    pub n: usize,
+    pub max_tokens: usize,
+    pub temperature: f32,
+    pub top_p: f32,
+    pub stop: Vec<String>,
+}
+
+/// Why a completion ended, as OpenAI and vLLM report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Finish {
+    Stop,
+    Length,
+}
+
+/// One completion in Atropos's training format.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rollout {
+    /// The assistant's answer as text.
+    pub completion: String,
+    /// Prompt tokens (the chat template applied to `messages` with the generation prompt) followed
+    /// by the completion's tokens.
+    pub tokens: Vec<u32>,
+    /// -100 at prompt positions, the token id at completion positions (atroposlib's convention).
+    pub masks: Vec<i64>,
+    /// 1.0 at prompt positions, the sampling engine's logprob at completion positions.
+    pub inference_logprobs: Vec<f64>,
+    pub finish: Finish,
+}
+
+/// Typed failures of a policy; environments skip the item or retry, never panic.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("inference server: {0}")]
+    Server(String),
+    #[error("the inference server's answer is malformed: {0}")]
+    MalformedResponse(String),
+    #[error("timed out after {0:?}")]
+    Timeout(std::time::Duration),
+    #[error(transparent)]
+    Engine(#[from] lachesis_inference::EngineError),
+}
+
+/// A source of completions. Object-safe so runners hold an `Arc<dyn Policy>`.
+pub trait Policy: Send + Sync {
+    /// A short name for logs and `generation_params` (the model name, or the baseline's).
+    fn name(&self) -> String;
+
+    fn complete(&self, request: PolicyRequest) -> BoxFuture<'_, Result<Vec<Rollout>, PolicyError>>;
+}
