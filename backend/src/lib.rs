@@ -7,6 +7,7 @@ pub mod app;
 pub mod bench;
 pub mod config;
 pub mod db;
+pub mod envs;
 pub mod inference;
 pub mod metrics;
 pub mod trajectory;

@@ -11,11 +11,11 @@ use std::time::Instant;
 
 use candle_core::quantized::gguf_file;
 use candle_core::{Device, Tensor};
-use candle_transformers::models::quantized_llama::{MAX_SEQ_LEN, ModelWeights};
 use rand::rngs::StdRng;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::llama::{KvCache, Llama, rows};
 use crate::sampling::{log_softmax, sample, top_k};
 use crate::{EngineError, ModelTokenizer, SamplingParams};
 
@@ -25,6 +25,8 @@ pub struct EngineOptions {
     pub max_active: usize,
     /// Requests allowed to wait; beyond it callers get [`EngineError::Busy`].
     pub queue: usize,
+    /// Longest sequence (prompt plus answer) served, at most the model's own context.
+    pub context_cap: usize,
 }
 
 impl Default for EngineOptions {
@@ -32,6 +34,7 @@ impl Default for EngineOptions {
         Self {
             max_active: 4,
             queue: 256,
+            context_cap: 8192,
         }
     }
 }
@@ -134,18 +137,14 @@ impl Engine {
             )));
         }
         let tokenizer = ModelTokenizer::from_gguf(&content)?;
-        let context = content
-            .metadata
-            .get("llama.context_length")
-            .and_then(|v| v.to_u32().ok())
-            .map_or(MAX_SEQ_LEN, |c| (c as usize).min(MAX_SEQ_LEN));
         let name = content
             .metadata
             .get("general.name")
             .and_then(|v| v.to_string().ok().cloned())
             .or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()))
             .unwrap_or_else(|| "model".into());
-        let model = ModelWeights::from_gguf(content, &mut file, &Device::Cpu)?;
+        let model = Llama::from_gguf(&content, &mut file, options.context_cap, true)?;
+        let context = model.context_length;
         let info = ModelInfo {
             name,
             context_length: context,
@@ -153,7 +152,7 @@ impl Engine {
         };
         let (jobs, queue) = mpsc::channel(options.queue.max(1));
         let worker = Worker {
-            model,
+            model: Arc::new(model),
             tokenizer: tokenizer.clone(),
             context,
             max_active: options.max_active.max(1),
@@ -209,7 +208,7 @@ impl Engine {
 }
 
 struct Worker {
-    model: ModelWeights,
+    model: Arc<Llama>,
     tokenizer: ModelTokenizer,
     context: usize,
     max_active: usize,
@@ -260,10 +259,11 @@ struct ChoiceState {
     finished: Option<FinishReason>,
 }
 
-/// One request in progress: its own copy of the model (weights are shared, the KV cache is not).
+/// One request in progress, with its own KV cache (the weights are shared).
 struct Session {
     job: Job,
-    model: ModelWeights,
+    model: Arc<Llama>,
+    cache: KvCache,
     rng: StdRng,
     choices: Vec<ChoiceState>,
     prompt_logprobs: Option<Vec<Option<TokenLogprob>>>,
@@ -274,9 +274,10 @@ struct Session {
 }
 
 impl Session {
-    fn new(job: Job, model: ModelWeights) -> Self {
+    fn new(job: Job, model: Arc<Llama>) -> Self {
         let n = job.request.params.n;
         Self {
+            cache: model.new_cache(),
             rng: job.request.params.rng(),
             job,
             model,
@@ -305,17 +306,22 @@ impl Session {
         let prompt = &self.job.request.prompt;
         let params = &self.job.request.params;
         let n = params.n;
-        let logits = if self.position == 0 {
+        let rows = if self.position == 0 {
+            // The prompt is read once, for one row; its cache is then repeated for the n answers.
+            let input = Tensor::new(prompt.as_slice(), &Device::Cpu)?.unsqueeze(0)?;
+            let every_position = params.prompt_logprobs.is_some();
+            let logits = self.model.forward(&input, 0, &mut self.cache, every_position)?;
+            let mut all = rows(&logits)?;
+            let last = all.pop().unwrap_or_default();
             if let Some(k) = params.prompt_logprobs {
-                self.prompt_logprobs = Some(score_prompt(&mut self.model, prompt, k)?);
+                self.prompt_logprobs = Some(score_prompt(prompt, &all, k));
             }
-            let input = Tensor::new(prompt.as_slice(), &Device::Cpu)?
-                .unsqueeze(0)?
-                .repeat((n, 1))?;
-            let logits = self.model.forward(&input, 0)?;
+            if n > 1 {
+                self.cache = self.cache.repeat_rows(n)?;
+            }
             self.position = prompt.len();
             self.prompt_seconds = self.started.elapsed().as_secs_f64();
-            logits
+            vec![last; n]
         } else {
             let last: Vec<u32> = self
                 .choices
@@ -323,11 +329,12 @@ impl Session {
                 .map(|c| c.tokens.last().copied().unwrap_or(0))
                 .collect();
             let input = Tensor::new(last.as_slice(), &Device::Cpu)?.unsqueeze(1)?;
-            let logits = self.model.forward(&input, self.position)?;
+            let logits = self
+                .model
+                .forward(&input, self.position, &mut self.cache, false)?;
             self.position += 1;
-            logits
+            rows(&logits)?
         };
-        let rows: Vec<Vec<f32>> = logits.to_dtype(candle_core::DType::F32)?.to_vec2()?;
         let eos = tokenizer.eos_token_id();
         for (choice, row) in self.choices.iter_mut().zip(rows) {
             if choice.finished.is_some() {
@@ -381,29 +388,19 @@ fn first_stop(text: &str, stops: &[String]) -> Option<usize> {
     stops.iter().filter_map(|s| text.find(s.as_str())).min()
 }
 
-/// The log-probability of each prompt token given the ones before it. The quantized model returns
-/// only the last position's logits, so the prompt is fed one token at a time.
-fn score_prompt(
-    model: &mut ModelWeights,
-    prompt: &[u32],
-    k: usize,
-) -> Result<Vec<Option<TokenLogprob>>, EngineError> {
+/// The log-probability of each prompt token given the ones before it, from the logits of every
+/// prompt position but the last (`rows[i]` predicts token `i + 1`).
+fn score_prompt(prompt: &[u32], rows: &[Vec<f32>], k: usize) -> Vec<Option<TokenLogprob>> {
     let mut scored = vec![None];
-    for (position, pair) in prompt.windows(2).enumerate() {
-        let input = Tensor::new(&pair[..1], &Device::Cpu)?.unsqueeze(0)?;
-        let row: Vec<f32> = model
-            .forward(&input, position)?
-            .to_dtype(candle_core::DType::F32)?
-            .squeeze(0)?
-            .to_vec1()?;
-        let lps = log_softmax(&row);
+    for (row, &token) in rows.iter().zip(prompt.iter().skip(1)) {
+        let lps = log_softmax(row);
         scored.push(Some(TokenLogprob {
-            token: pair[1],
-            logprob: lps.get(pair[1] as usize).copied().unwrap_or(f32::NEG_INFINITY),
+            token,
+            logprob: lps.get(token as usize).copied().unwrap_or(f32::NEG_INFINITY),
             top: top_k(&lps, k),
         }));
     }
-    Ok(scored)
+    scored
 }
 
 #[cfg(test)]

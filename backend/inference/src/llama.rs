@@ -1,0 +1,257 @@
+//! A quantized llama forward pass of our own, with the KV cache outside the weights.
+//!
+//! candle-transformers' `quantized_llama` keeps its cache inside the model and fails on batched
+//! prompts (it hands a strided view to the quantized output matmul), so the `n` answers of one
+//! prompt could not be decoded together. Here the prompt is read once, its cache is repeated
+//! across the `n` rows, and decoding runs as one batch; every position's logits are available, so
+//! prompt logprobs cost one pass. Weights are shared (`Arc`) between clones.
+
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
+use candle_core::{D, DType, Device, IndexOp, Module, Result, Tensor};
+use candle_transformers::utils::{build_causal_mask, repeat_kv};
+
+/// Quantization types candle has no SIMD kernel for on x86: re-quantized to Q8_0 at load, which
+/// keeps every value (8 bits hold what 4 or 5 did) and uses the AVX2 dot product.
+const SLOW_ON_CPU: [GgmlDType; 4] = [
+    GgmlDType::Q4_1,
+    GgmlDType::Q5_0,
+    GgmlDType::Q5_1,
+    GgmlDType::Q8_1,
+];
+
+#[derive(Debug, Clone)]
+struct Layer {
+    attn_norm: Tensor,
+    wq: QMatMul,
+    wk: QMatMul,
+    wv: QMatMul,
+    wo: QMatMul,
+    ffn_norm: Tensor,
+    gate: QMatMul,
+    up: QMatMul,
+    down: QMatMul,
+}
+
+#[derive(Debug, Clone)]
+pub struct Llama {
+    embeddings: Tensor,
+    layers: Vec<Layer>,
+    norm: Tensor,
+    output: QMatMul,
+    cos: Tensor,
+    sin: Tensor,
+    n_head: usize,
+    n_kv_head: usize,
+    head_dim: usize,
+    eps: f32,
+    pub context_length: usize,
+}
+
+/// Keys and values of every layer for the rows of one batch.
+#[derive(Debug, Clone, Default)]
+pub struct KvCache {
+    layers: Vec<Option<(Tensor, Tensor)>>,
+}
+
+impl KvCache {
+    /// The same cache for `n` rows (from a one-row prompt pass).
+    pub fn repeat_rows(&self, n: usize) -> Result<Self> {
+        let layers = self
+            .layers
+            .iter()
+            .map(|entry| {
+                entry
+                    .as_ref()
+                    .map(|(k, v)| Ok((k.repeat((n, 1, 1, 1))?, v.repeat((n, 1, 1, 1))?)))
+                    .transpose()
+            })
+            .collect::<Result<_>>()?;
+        Ok(Self { layers })
+    }
+}
+
+impl Llama {
+    pub fn from_gguf<R: std::io::Read + std::io::Seek>(
+        content: &gguf_file::Content,
+        reader: &mut R,
+        context_cap: usize,
+        requantize: bool,
+    ) -> Result<Self> {
+        let device = &Device::Cpu;
+        let md = |key: &str| {
+            content
+                .metadata
+                .get(key)
+                .ok_or_else(|| candle_core::Error::Msg(format!("GGUF metadata lacks {key}")))
+        };
+        let n_head = md("llama.attention.head_count")?.to_u32()? as usize;
+        let n_kv_head = md("llama.attention.head_count_kv")?.to_u32()? as usize;
+        let n_layers = md("llama.block_count")?.to_u32()? as usize;
+        let hidden = md("llama.embedding_length")?.to_u32()? as usize;
+        let eps = md("llama.attention.layer_norm_rms_epsilon")?.to_f32()?;
+        let rope_base = md("llama.rope.freq_base")
+            .and_then(|v| v.to_f32())
+            .unwrap_or(10_000.0);
+        let context = md("llama.context_length")
+            .and_then(|v| v.to_u32())
+            .map_or(context_cap, |c| (c as usize).min(context_cap));
+        let head_dim = hidden / n_head;
+        if n_head == 0 || n_kv_head == 0 || n_head % n_kv_head != 0 || head_dim * n_head != hidden {
+            candle_core::bail!("inconsistent attention shape: {n_head} heads, {n_kv_head} kv heads");
+        }
+        let mut tensor = |name: &str| content.tensor(reader, name, device);
+        let matmul = |t: QTensor| -> Result<QMatMul> {
+            if requantize && SLOW_ON_CPU.contains(&t.dtype()) {
+                let dense = t.dequantize(device)?;
+                QMatMul::from_qtensor(QTensor::quantize(&dense, GgmlDType::Q8_0)?)
+            } else {
+                QMatMul::from_qtensor(t)
+            }
+        };
+        let embeddings_q = tensor("token_embd.weight")?;
+        let embeddings = embeddings_q.dequantize(device)?;
+        let norm = tensor("output_norm.weight")?.dequantize(device)?;
+        // Models with tied embeddings (SmolLM2) have no separate output matrix.
+        let output = match tensor("output.weight") {
+            Ok(t) => matmul(t)?,
+            Err(_) => matmul(embeddings_q)?,
+        };
+        let mut layers = Vec::with_capacity(n_layers);
+        for i in 0..n_layers {
+            let mut get = |suffix: &str| tensor(&format!("blk.{i}.{suffix}.weight"));
+            layers.push(Layer {
+                attn_norm: get("attn_norm")?.dequantize(device)?,
+                wq: matmul(get("attn_q")?)?,
+                wk: matmul(get("attn_k")?)?,
+                wv: matmul(get("attn_v")?)?,
+                wo: matmul(get("attn_output")?)?,
+                ffn_norm: get("ffn_norm")?.dequantize(device)?,
+                gate: matmul(get("ffn_gate")?)?,
+                up: matmul(get("ffn_up")?)?,
+                down: matmul(get("ffn_down")?)?,
+            });
+        }
+        let inv_freq: Vec<f32> = (0..head_dim)
+            .step_by(2)
+            .map(|i| 1.0 / rope_base.powf(i as f32 / head_dim as f32))
+            .collect();
+        let inv_freq = Tensor::new(inv_freq.as_slice(), device)?;
+        let positions = Tensor::arange(0, context as u32, device)?
+            .to_dtype(DType::F32)?
+            .reshape((context, 1))?;
+        let angles = positions.matmul(&inv_freq.reshape((1, head_dim / 2))?)?;
+        Ok(Self {
+            embeddings,
+            layers,
+            norm,
+            output,
+            cos: angles.cos()?,
+            sin: angles.sin()?,
+            n_head,
+            n_kv_head,
+            head_dim,
+            eps,
+            context_length: context,
+        })
+    }
+
+    pub fn new_cache(&self) -> KvCache {
+        KvCache {
+            layers: vec![None; self.layers.len()],
+        }
+    }
+
+    /// Logits for `tokens` (batch × sequence) placed after `position` cached tokens: of the last
+    /// position only (batch × vocab), or of every position (batch × sequence × vocab).
+    pub fn forward(
+        &self,
+        tokens: &Tensor,
+        position: usize,
+        cache: &mut KvCache,
+        every_position: bool,
+    ) -> Result<Tensor> {
+        let (_, seq_len) = tokens.dims2()?;
+        let mask = if seq_len > 1 {
+            Some(build_causal_mask(seq_len, position, tokens.device())?)
+        } else {
+            None
+        };
+        let mut x = self.embeddings.embedding(&tokens.flatten_all()?)?.reshape((
+            tokens.dim(0)?,
+            seq_len,
+            self.embeddings.dim(1)?,
+        ))?;
+        for (layer, slot) in self.layers.iter().zip(cache.layers.iter_mut()) {
+            let normed = candle_nn::ops::rms_norm(&x, &layer.attn_norm, self.eps)?;
+            let attended = self.attention(layer, &normed, mask.as_ref(), position, slot)?;
+            x = (x + attended)?;
+            let normed = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, self.eps)?;
+            let hidden = (candle_nn::ops::silu(&layer.gate.forward(&normed)?)?
+                * layer.up.forward(&normed)?)?;
+            x = (x + layer.down.forward(&hidden)?)?;
+        }
+        let x = candle_nn::ops::rms_norm(&x, &self.norm, self.eps)?;
+        if every_position {
+            self.output.forward(&x.contiguous()?)
+        } else {
+            self.output.forward(&x.i((.., seq_len - 1, ..))?.contiguous()?)
+        }
+    }
+
+    fn attention(
+        &self,
+        layer: &Layer,
+        x: &Tensor,
+        mask: Option<&Tensor>,
+        position: usize,
+        slot: &mut Option<(Tensor, Tensor)>,
+    ) -> Result<Tensor> {
+        let (batch, seq_len, hidden) = x.dims3()?;
+        let heads = |t: Tensor, n: usize| -> Result<Tensor> {
+            t.reshape((batch, seq_len, n, self.head_dim))?
+                .transpose(1, 2)?
+                .contiguous()
+        };
+        let q = heads(layer.wq.forward(x)?, self.n_head)?;
+        let k = heads(layer.wk.forward(x)?, self.n_kv_head)?;
+        let v = heads(layer.wv.forward(x)?, self.n_kv_head)?;
+        // llama's GGUF weights use the interleaved ("NORM") rotary layout.
+        let cos = self.cos.narrow(0, position, seq_len)?;
+        let sin = self.sin.narrow(0, position, seq_len)?;
+        let q = candle_nn::rotary_emb::rope_i(&q, &cos, &sin)?;
+        let k = candle_nn::rotary_emb::rope_i(&k, &cos, &sin)?;
+        let (k, v) = match slot.take() {
+            Some((k_cache, v_cache)) if position > 0 => (
+                Tensor::cat(&[&k_cache, &k], 2)?,
+                Tensor::cat(&[&v_cache, &v], 2)?,
+            ),
+            _ => (k, v),
+        };
+        *slot = Some((k.clone(), v.clone()));
+        let group = self.n_head / self.n_kv_head;
+        let k = repeat_kv(k, group)?;
+        let v = repeat_kv(v, group)?;
+        let scores = (q.matmul(&k.t()?)? / (self.head_dim as f64).sqrt())?;
+        let scores = match mask {
+            Some(mask) => {
+                let blocked = mask.broadcast_as(scores.shape())?;
+                let neg_inf = Tensor::new(f32::NEG_INFINITY, x.device())?.broadcast_as(scores.shape())?;
+                blocked.where_cond(&neg_inf, &scores)?
+            }
+            None => scores,
+        };
+        let weights = candle_nn::ops::softmax_last_dim(&scores)?;
+        let y = weights.matmul(&v.contiguous()?)?;
+        let y = y.transpose(1, 2)?.reshape((batch, seq_len, hidden))?;
+        layer.wo.forward(&y)
+    }
+}
+
+/// Logits rows as plain vectors: `[batch, vocab]` or the last dimension of any shape.
+pub fn rows(logits: &Tensor) -> Result<Vec<Vec<f32>>> {
+    let vocab = logits.dim(D::Minus1)?;
+    logits
+        .to_dtype(DType::F32)?
+        .reshape(((), vocab))?
+        .to_vec2()
+}
