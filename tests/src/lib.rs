@@ -4,6 +4,8 @@
 //! The suites need a Postgres they may create databases in: `LACHESIS_TEST_DATABASE_URL` (an admin
 //! URL, e.g. `postgres://postgres@127.0.0.1:55432/postgres`). `make test` starts one and sets it.
 
+pub mod python;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -64,10 +66,14 @@ pub fn config_for(database_url: &str) -> ServeConfig {
 
 /// The embedded model's GGUF, fetched by the test command (`scripts/ensure-model.sh`).
 pub fn model_path() -> PathBuf {
-    let path = std::env::var_os("LACHESIS_MODEL").map(PathBuf::from).expect(
-        "set LACHESIS_MODEL to the SmolLM2 GGUF (the README's test command fetches it)",
+    let path = std::env::var_os("LACHESIS_MODEL")
+        .map(PathBuf::from)
+        .expect("set LACHESIS_MODEL to the SmolLM2 GGUF (the README's test command fetches it)");
+    assert!(
+        path.exists(),
+        "LACHESIS_MODEL {} does not exist",
+        path.display()
     );
-    assert!(path.exists(), "LACHESIS_MODEL {} does not exist", path.display());
     path
 }
 

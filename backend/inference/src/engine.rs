@@ -124,8 +124,9 @@ impl Engine {
     pub fn load(path: &Path, options: EngineOptions) -> Result<Self, EngineError> {
         let mut file = std::fs::File::open(path)
             .map_err(|e| EngineError::Model(format!("opening {}: {e}", path.display())))?;
-        let content = gguf_file::Content::read(&mut file)
-            .map_err(|e| EngineError::Model(format!("{} is not a GGUF file: {e}", path.display())))?;
+        let content = gguf_file::Content::read(&mut file).map_err(|e| {
+            EngineError::Model(format!("{} is not a GGUF file: {e}", path.display()))
+        })?;
         let architecture = content
             .metadata
             .get("general.architecture")
@@ -310,7 +311,9 @@ impl Session {
             // The prompt is read once, for one row; its cache is then repeated for the n answers.
             let input = Tensor::new(prompt.as_slice(), &Device::Cpu)?.unsqueeze(0)?;
             let every_position = params.prompt_logprobs.is_some();
-            let logits = self.model.forward(&input, 0, &mut self.cache, every_position)?;
+            let logits = self
+                .model
+                .forward(&input, 0, &mut self.cache, every_position)?;
             let mut all = rows(&logits)?;
             let last = all.pop().unwrap_or_default();
             if let Some(k) = params.prompt_logprobs {
@@ -396,7 +399,10 @@ fn score_prompt(prompt: &[u32], rows: &[Vec<f32>], k: usize) -> Vec<Option<Token
         let lps = log_softmax(row);
         scored.push(Some(TokenLogprob {
             token,
-            logprob: lps.get(token as usize).copied().unwrap_or(f32::NEG_INFINITY),
+            logprob: lps
+                .get(token as usize)
+                .copied()
+                .unwrap_or(f32::NEG_INFINITY),
             top: top_k(&lps, k),
         }));
     }

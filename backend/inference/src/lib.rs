@@ -8,7 +8,10 @@ pub mod llama;
 mod sampling;
 mod tokenizer;
 
-pub use engine::{Choice, Engine, EngineOptions, FinishReason, GenerateRequest, Generation, ModelInfo, TokenLogprob};
+pub use engine::{
+    Choice, Engine, EngineOptions, FinishReason, GenerateRequest, Generation, ModelInfo,
+    TokenLogprob,
+};
 pub use sampling::{MAX_CHOICES, MAX_TOP_LOGPROBS, SamplingParams, log_softmax, sample, top_k};
 pub use tokenizer::{ChatMessage, ModelTokenizer};
 
@@ -19,7 +22,9 @@ pub enum EngineError {
     #[error("{0}")]
     InvalidRequest(String),
     /// The prompt plus `max_tokens` does not fit the model's context (a 400).
-    #[error("the prompt ({prompt} tokens) plus max_tokens ({max_tokens}) exceeds the context of {context} tokens")]
+    #[error(
+        "the prompt ({prompt} tokens) plus max_tokens ({max_tokens}) exceeds the context of {context} tokens"
+    )]
     ContextLength {
         prompt: usize,
         max_tokens: usize,

@@ -96,8 +96,14 @@ impl Llama {
             .and_then(|v| v.to_u32())
             .map_or(context_cap, |c| (c as usize).min(context_cap));
         let head_dim = hidden / n_head;
-        if n_head == 0 || n_kv_head == 0 || n_head % n_kv_head != 0 || head_dim * n_head != hidden {
-            candle_core::bail!("inconsistent attention shape: {n_head} heads, {n_kv_head} kv heads");
+        if n_head == 0
+            || n_kv_head == 0
+            || !n_head.is_multiple_of(n_kv_head)
+            || head_dim * n_head != hidden
+        {
+            candle_core::bail!(
+                "inconsistent attention shape: {n_head} heads, {n_kv_head} kv heads"
+            );
         }
         let mut tensor = |name: &str| content.tensor(reader, name, device);
         let matmul = |t: QTensor| -> Result<QMatMul> {
@@ -176,11 +182,10 @@ impl Llama {
         } else {
             None
         };
-        let mut x = self.embeddings.embedding(&tokens.flatten_all()?)?.reshape((
-            tokens.dim(0)?,
-            seq_len,
-            self.embeddings.dim(1)?,
-        ))?;
+        let mut x = self
+            .embeddings
+            .embedding(&tokens.flatten_all()?)?
+            .reshape((tokens.dim(0)?, seq_len, self.embeddings.dim(1)?))?;
         for (layer, slot) in self.layers.iter().zip(cache.layers.iter_mut()) {
             let normed = candle_nn::ops::rms_norm(&x, &layer.attn_norm, self.eps)?;
             let attended = self.attention(layer, &normed, mask.as_ref(), position, slot)?;
@@ -194,7 +199,8 @@ impl Llama {
         if every_position {
             self.output.forward(&x.contiguous()?)
         } else {
-            self.output.forward(&x.i((.., seq_len - 1, ..))?.contiguous()?)
+            self.output
+                .forward(&x.i((.., seq_len - 1, ..))?.contiguous()?)
         }
     }
 
@@ -235,7 +241,8 @@ impl Llama {
         let scores = match mask {
             Some(mask) => {
                 let blocked = mask.broadcast_as(scores.shape())?;
-                let neg_inf = Tensor::new(f32::NEG_INFINITY, x.device())?.broadcast_as(scores.shape())?;
+                let neg_inf =
+                    Tensor::new(f32::NEG_INFINITY, x.device())?.broadcast_as(scores.shape())?;
                 blocked.where_cond(&neg_inf, &scores)?
             }
             None => scores,
@@ -250,8 +257,5 @@ impl Llama {
 /// Logits rows as plain vectors: `[batch, vocab]` or the last dimension of any shape.
 pub fn rows(logits: &Tensor) -> Result<Vec<Vec<f32>>> {
     let vocab = logits.dim(D::Minus1)?;
-    logits
-        .to_dtype(DType::F32)?
-        .reshape(((), vocab))?
-        .to_vec2()
+    logits.to_dtype(DType::F32)?.reshape(((), vocab))?.to_vec2()
 }

@@ -52,7 +52,10 @@ impl SamplingParams {
     pub fn validate(&self) -> Result<(), EngineError> {
         let bad = |msg: String| Err(EngineError::InvalidRequest(msg));
         if !self.temperature.is_finite() || self.temperature < 0.0 {
-            return bad(format!("temperature must be >= 0, got {}", self.temperature));
+            return bad(format!(
+                "temperature must be >= 0, got {}",
+                self.temperature
+            ));
         }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
             return bad(format!("top_p must be in (0, 1], got {}", self.top_p));
@@ -61,7 +64,10 @@ impl SamplingParams {
             return bad("max_tokens must be at least 1".into());
         }
         if self.n == 0 || self.n > MAX_CHOICES {
-            return bad(format!("n must be between 1 and {MAX_CHOICES}, got {}", self.n));
+            return bad(format!(
+                "n must be between 1 and {MAX_CHOICES}, got {}",
+                self.n
+            ));
         }
         if self.top_logprobs > MAX_TOP_LOGPROBS
             || self.prompt_logprobs.is_some_and(|k| k > MAX_TOP_LOGPROBS)

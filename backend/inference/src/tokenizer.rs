@@ -49,6 +49,16 @@ const GGUF_TOKEN_CONTROL: i32 = 3;
 const GGUF_TOKEN_USER_DEFINED: i32 = 4;
 
 impl ModelTokenizer {
+    /// Reads only the metadata of the GGUF file at `path` (not its weights).
+    pub fn from_gguf_file(path: &Path) -> Result<Self, EngineError> {
+        let mut file = std::fs::File::open(path)
+            .map_err(|e| EngineError::Model(format!("opening {}: {e}", path.display())))?;
+        let content = gguf_file::Content::read(&mut file).map_err(|e| {
+            EngineError::Model(format!("{} is not a GGUF file: {e}", path.display()))
+        })?;
+        Self::from_gguf(&content)
+    }
+
     /// Rebuilds the byte-level BPE tokenizer stored in a GGUF file's metadata.
     pub fn from_gguf(content: &gguf_file::Content) -> Result<Self, EngineError> {
         let meta = &content.metadata;
@@ -56,7 +66,9 @@ impl ModelTokenizer {
             meta.get(key)
                 .ok_or_else(|| EngineError::Model(format!("GGUF metadata lacks {key}")))
         };
-        let model_kind = get("tokenizer.ggml.model")?.to_string().map_err(model_err)?;
+        let model_kind = get("tokenizer.ggml.model")?
+            .to_string()
+            .map_err(model_err)?;
         if model_kind != "gpt2" {
             return Err(EngineError::Model(format!(
                 "tokenizer model {model_kind:?} is not supported (byte-level BPE, \"gpt2\", is)"
@@ -115,7 +127,10 @@ impl ModelTokenizer {
         let byte_level = ByteLevel::new(false, true, true);
         // llama.cpp's "smollm" (and the Qwen/DeepSeek families) split digits one by one before the
         // GPT-2 regex; without it numbers tokenize differently from the model's training.
-        if matches!(pre.as_str(), "smollm" | "qwen2" | "deepseek-llm" | "starcoder") {
+        if matches!(
+            pre.as_str(),
+            "smollm" | "qwen2" | "deepseek-llm" | "starcoder"
+        ) {
             inner.with_pre_tokenizer(Some(Sequence::new(vec![
                 Digits::new(true).into(),
                 byte_level.into(),
@@ -231,12 +246,15 @@ impl ModelTokenizer {
     ) -> Result<String, EngineError> {
         let template = self.chat_template.as_deref().unwrap_or(CHATML_TEMPLATE);
         let mut env = minijinja::Environment::new();
-        env.add_function("raise_exception", |msg: String| -> Result<String, minijinja::Error> {
-            Err(minijinja::Error::new(
-                minijinja::ErrorKind::InvalidOperation,
-                msg,
-            ))
-        });
+        env.add_function(
+            "raise_exception",
+            |msg: String| -> Result<String, minijinja::Error> {
+                Err(minijinja::Error::new(
+                    minijinja::ErrorKind::InvalidOperation,
+                    msg,
+                ))
+            },
+        );
         env.add_template("chat", template)
             .map_err(|e| EngineError::Template(e.to_string()))?;
         env.get_template("chat")

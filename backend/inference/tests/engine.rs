@@ -50,18 +50,56 @@ fn our_forward_pass_matches_candle_transformers_llama() {
     let mut theirs = ModelWeights::from_gguf(content, &mut file, &Device::Cpu).unwrap();
 
     let prompt = [1u32, 4093, 198, 2683, 314, 216, 34, 30, 34, 47, 2, 198];
-    let input = Tensor::new(&prompt[..], &Device::Cpu).unwrap().unsqueeze(0).unwrap();
+    let input = Tensor::new(&prompt[..], &Device::Cpu)
+        .unwrap()
+        .unsqueeze(0)
+        .unwrap();
     let mut cache = ours.new_cache();
-    let a: Vec<f32> = ours.forward(&input, 0, &mut cache, false).unwrap().flatten_all().unwrap().to_vec1().unwrap();
-    let b: Vec<f32> = theirs.forward(&input, 0).unwrap().flatten_all().unwrap().to_vec1().unwrap();
-    let worst = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+    let a: Vec<f32> = ours
+        .forward(&input, 0, &mut cache, false)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1()
+        .unwrap();
+    let b: Vec<f32> = theirs
+        .forward(&input, 0)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1()
+        .unwrap();
+    let worst = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max);
     assert!(worst < 1e-3, "logits differ by up to {worst}");
 
     // One more token through both caches.
-    let next = Tensor::new(&[28u32], &Device::Cpu).unwrap().unsqueeze(0).unwrap();
-    let a: Vec<f32> = ours.forward(&next, prompt.len(), &mut cache, false).unwrap().flatten_all().unwrap().to_vec1().unwrap();
-    let b: Vec<f32> = theirs.forward(&next, prompt.len()).unwrap().flatten_all().unwrap().to_vec1().unwrap();
-    let worst = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+    let next = Tensor::new(&[28u32], &Device::Cpu)
+        .unwrap()
+        .unsqueeze(0)
+        .unwrap();
+    let a: Vec<f32> = ours
+        .forward(&next, prompt.len(), &mut cache, false)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1()
+        .unwrap();
+    let b: Vec<f32> = theirs
+        .forward(&next, prompt.len())
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1()
+        .unwrap();
+    let worst = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max);
     assert!(worst < 1e-3, "cached step logits differ by up to {worst}");
 }
 
@@ -70,13 +108,21 @@ async fn greedy_chat_answers_two_plus_two() {
     let engine = engine();
     let prompt = chat_prompt(&engine, "What is 2+2?");
     let generation = engine
-        .generate(GenerateRequest { prompt, params: greedy(24) })
+        .generate(GenerateRequest {
+            prompt,
+            params: greedy(24),
+        })
         .await
         .unwrap();
     let answer = &generation.choices[0];
     assert!(answer.text.contains('4'), "answer: {:?}", answer.text);
     assert_eq!(answer.tokens.len(), answer.logprobs.len());
-    assert!(answer.logprobs.iter().all(|lp| lp.logprob <= 0.0 && lp.logprob.is_finite()));
+    assert!(
+        answer
+            .logprobs
+            .iter()
+            .all(|lp| lp.logprob <= 0.0 && lp.logprob.is_finite())
+    );
 }
 
 #[tokio::test]
@@ -84,7 +130,10 @@ async fn batched_answers_equal_the_single_answer() {
     let engine = engine();
     let prompt = chat_prompt(&engine, "Name a colour.");
     let one = engine
-        .generate(GenerateRequest { prompt: prompt.clone(), params: greedy(12) })
+        .generate(GenerateRequest {
+            prompt: prompt.clone(),
+            params: greedy(12),
+        })
         .await
         .unwrap();
     let three = engine
@@ -98,7 +147,12 @@ async fn batched_answers_equal_the_single_answer() {
     for choice in &three.choices {
         assert_eq!(choice.tokens, one.choices[0].tokens);
         for (a, b) in choice.logprobs.iter().zip(&one.choices[0].logprobs) {
-            assert!((a.logprob - b.logprob).abs() < 1e-3, "{} vs {}", a.logprob, b.logprob);
+            assert!(
+                (a.logprob - b.logprob).abs() < 1e-3,
+                "{} vs {}",
+                a.logprob,
+                b.logprob
+            );
         }
     }
 }
@@ -108,7 +162,10 @@ async fn prompt_logprobs_agree_with_decoding_logprobs() {
     let engine = engine();
     let prompt = chat_prompt(&engine, "Count to five.");
     let generated = engine
-        .generate(GenerateRequest { prompt: prompt.clone(), params: greedy(6) })
+        .generate(GenerateRequest {
+            prompt: prompt.clone(),
+            params: greedy(6),
+        })
         .await
         .unwrap();
     let mut extended = prompt.clone();
@@ -116,16 +173,26 @@ async fn prompt_logprobs_agree_with_decoding_logprobs() {
     let scored = engine
         .generate(GenerateRequest {
             prompt: extended,
-            params: SamplingParams { prompt_logprobs: Some(2), ..greedy(1) },
+            params: SamplingParams {
+                prompt_logprobs: Some(2),
+                ..greedy(1)
+            },
         })
         .await
         .unwrap();
-    let prompt_lps = scored.prompt_logprobs.expect("prompt logprobs were asked for");
+    let prompt_lps = scored
+        .prompt_logprobs
+        .expect("prompt logprobs were asked for");
     assert!(prompt_lps[0].is_none());
     for (i, decoded) in generated.choices[0].logprobs.iter().enumerate() {
         let rescored = prompt_lps[prompt.len() + i].as_ref().unwrap();
         assert_eq!(rescored.token, decoded.token);
-        assert!((rescored.logprob - decoded.logprob).abs() < 2e-2, "position {i}: {} vs {}", rescored.logprob, decoded.logprob);
+        assert!(
+            (rescored.logprob - decoded.logprob).abs() < 2e-2,
+            "position {i}: {} vs {}",
+            rescored.logprob,
+            decoded.logprob
+        );
         assert_eq!(rescored.top.len(), 2);
     }
 }
@@ -135,14 +202,20 @@ async fn stop_strings_and_max_tokens_end_answers() {
     let engine = engine();
     let prompt = chat_prompt(&engine, "List three fruits, one per line.");
     let short = engine
-        .generate(GenerateRequest { prompt: prompt.clone(), params: greedy(3) })
+        .generate(GenerateRequest {
+            prompt: prompt.clone(),
+            params: greedy(3),
+        })
         .await
         .unwrap();
     assert_eq!(short.choices[0].finish_reason, FinishReason::Length);
     assert_eq!(short.choices[0].tokens.len(), 3);
 
     let full = engine
-        .generate(GenerateRequest { prompt: prompt.clone(), params: greedy(40) })
+        .generate(GenerateRequest {
+            prompt: prompt.clone(),
+            params: greedy(40),
+        })
         .await
         .unwrap();
     let text = &full.choices[0].text;
@@ -150,12 +223,19 @@ async fn stop_strings_and_max_tokens_end_answers() {
     let cut = engine
         .generate(GenerateRequest {
             prompt,
-            params: SamplingParams { stop: vec![stop.clone()], ..greedy(40) },
+            params: SamplingParams {
+                stop: vec![stop.clone()],
+                ..greedy(40)
+            },
         })
         .await
         .unwrap();
     assert_eq!(cut.choices[0].finish_reason, FinishReason::Stop);
-    assert!(!cut.choices[0].text.contains(&stop), "{:?} still holds {stop:?}", cut.choices[0].text);
+    assert!(
+        !cut.choices[0].text.contains(&stop),
+        "{:?} still holds {stop:?}",
+        cut.choices[0].text
+    );
     assert!(text.starts_with(&cut.choices[0].text));
 }
 
@@ -164,20 +244,38 @@ async fn impossible_requests_get_typed_errors() {
     let engine = engine();
     let vocab = engine.info().vocab_size as u32;
     let out_of_vocab = engine
-        .generate(GenerateRequest { prompt: vec![1, vocab + 5], params: greedy(2) })
+        .generate(GenerateRequest {
+            prompt: vec![1, vocab + 5],
+            params: greedy(2),
+        })
         .await;
-    assert!(matches!(out_of_vocab, Err(EngineError::InvalidRequest(_))), "{out_of_vocab:?}");
+    assert!(
+        matches!(out_of_vocab, Err(EngineError::InvalidRequest(_))),
+        "{out_of_vocab:?}"
+    );
     let empty = engine
-        .generate(GenerateRequest { prompt: vec![], params: greedy(2) })
+        .generate(GenerateRequest {
+            prompt: vec![],
+            params: greedy(2),
+        })
         .await;
     assert!(matches!(empty, Err(EngineError::InvalidRequest(_))));
     let too_long = engine
-        .generate(GenerateRequest { prompt: vec![1; 10], params: greedy(1_000_000) })
+        .generate(GenerateRequest {
+            prompt: vec![1; 10],
+            params: greedy(1_000_000),
+        })
         .await;
-    assert!(matches!(too_long, Err(EngineError::ContextLength { .. })), "{too_long:?}");
+    assert!(
+        matches!(too_long, Err(EngineError::ContextLength { .. })),
+        "{too_long:?}"
+    );
     // The engine still answers afterwards.
     let fine = engine
-        .generate(GenerateRequest { prompt: vec![1, 2], params: greedy(1) })
+        .generate(GenerateRequest {
+            prompt: vec![1, 2],
+            params: greedy(1),
+        })
         .await;
     assert!(fine.is_ok());
 }
@@ -186,7 +284,12 @@ async fn impossible_requests_get_typed_errors() {
 fn the_tokenizer_round_trips_text_and_splits_digits() {
     let engine = engine();
     let tokenizer = engine.tokenizer();
-    for text in ["Hello, world!", "  spaces\tand\nnewlines ", "naïve café ☕ 🚀", "x = 12345 * 678"] {
+    for text in [
+        "Hello, world!",
+        "  spaces\tand\nnewlines ",
+        "naïve café ☕ 🚀",
+        "x = 12345 * 678",
+    ] {
         let ids = tokenizer.encode(text).unwrap();
         assert_eq!(tokenizer.decode(&ids).unwrap(), text);
     }

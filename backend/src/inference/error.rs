@@ -16,7 +16,9 @@ pub enum InferenceError {
         param: Option<String>,
     },
     /// The server runs without an embedded model.
-    #[error("no model is loaded: start `lachesis serve` with --model PATH (or let `make run` fetch SmolLM2)")]
+    #[error(
+        "no model is loaded: start `lachesis serve` with --model PATH (or let `make run` fetch SmolLM2)"
+    )]
     NoModel,
     #[error(transparent)]
     Engine(#[from] EngineError),

@@ -67,7 +67,11 @@ impl<T: DeserializeOwned> FromRequest<AppState> for InferenceJson<T> {
         serde_path_to_error::deserialize(&mut de)
             .map(InferenceJson)
             .map_err(|e| {
-                let path = e.path().to_string();
+                // A syntax error has no field to blame: the body as a whole is wrong.
+                let path = match e.path().to_string() {
+                    p if p == "?" || p == "." => "body".to_owned(),
+                    p => p,
+                };
                 InferenceError::bad(e.into_inner().to_string(), &path)
             })
     }

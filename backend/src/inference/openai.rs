@@ -64,7 +64,9 @@ pub async fn completions(
         PromptInput::Batch(mut prompts) if prompts.len() == 1 => match prompts.remove(0) {
             PromptInput::Text(text) => engine.tokenizer().encode(&text)?,
             PromptInput::Tokens(ids) => ids,
-            PromptInput::Batch(_) => return Err(InferenceError::bad("nested prompt lists", "prompt")),
+            PromptInput::Batch(_) => {
+                return Err(InferenceError::bad("nested prompt lists", "prompt"));
+            }
         },
         PromptInput::Batch(_) => {
             return Err(InferenceError::bad(
@@ -78,9 +80,7 @@ pub async fn completions(
     }
     let mut params = request.sampling.to_params(request.max_tokens)?;
     params.top_logprobs = request.logprobs.unwrap_or(0);
-    let generation = engine
-        .generate(GenerateRequest { prompt, params })
-        .await?;
+    let generation = engine.generate(GenerateRequest { prompt, params }).await?;
     let choices: Vec<Value> = generation
         .choices
         .iter()
@@ -130,7 +130,10 @@ pub async fn chat_completions(
 ) -> Result<Json<Value>, InferenceError> {
     let engine = engine(&state)?;
     if request.messages.is_empty() {
-        return Err(InferenceError::bad("messages must not be empty", "messages"));
+        return Err(InferenceError::bad(
+            "messages must not be empty",
+            "messages",
+        ));
     }
     let text = engine
         .tokenizer()
@@ -141,12 +144,16 @@ pub async fn chat_completions(
         .max_completion_tokens
         .or(request.max_tokens)
         .unwrap_or(512)
-        .min(engine.info().context_length.saturating_sub(prompt.len()).max(1));
+        .min(
+            engine
+                .info()
+                .context_length
+                .saturating_sub(prompt.len())
+                .max(1),
+        );
     let mut params = request.sampling.to_params(max_tokens)?;
     params.top_logprobs = request.top_logprobs.unwrap_or(0);
-    let generation = engine
-        .generate(GenerateRequest { prompt, params })
-        .await?;
+    let generation = engine.generate(GenerateRequest { prompt, params }).await?;
     let choices: Vec<Value> = generation
         .choices
         .iter()

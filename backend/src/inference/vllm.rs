@@ -4,8 +4,8 @@
 
 use axum::Json;
 use axum::extract::State;
-use lachesis_inference::{GenerateRequest, TokenLogprob};
 use axum::response::{IntoResponse, Response};
+use lachesis_inference::{GenerateRequest, TokenLogprob};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -49,9 +49,7 @@ pub async fn generate(
     let mut params = request.sampling.to_params(request.max_tokens)?;
     params.top_logprobs = request.logprobs.unwrap_or(0);
     params.prompt_logprobs = request.prompt_logprobs;
-    let generation = engine
-        .generate(GenerateRequest { prompt, params })
-        .await?;
+    let generation = engine.generate(GenerateRequest { prompt, params }).await?;
     let prompt_text = engine.tokenizer().decode(&generation.prompt_tokens)?;
     let logprobs = request.logprobs.map(|_| {
         generation
@@ -73,7 +71,11 @@ pub async fn generate(
             .map(|c| c.finish_reason.as_str())
             .collect(),
         prompt_token_ids: &generation.prompt_tokens,
-        token_ids: generation.choices.iter().map(|c| c.tokens.as_slice()).collect(),
+        token_ids: generation
+            .choices
+            .iter()
+            .map(|c| c.tokens.as_slice())
+            .collect(),
         logprobs,
         prompt_logprobs,
     })

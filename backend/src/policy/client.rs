@@ -215,12 +215,15 @@ pub fn server_root(base_url: &str) -> String {
 
 impl ServerPool {
     pub fn new(config: ServerPoolConfig) -> Result<Self, PolicyError> {
-        let invalid = |why: String| PolicyError::Server(format!("server pool configuration: {why}"));
+        let invalid =
+            |why: String| PolicyError::Server(format!("server pool configuration: {why}"));
         if config.base_urls.is_empty() {
             return Err(invalid("no server URLs".into()));
         }
         if config.max_concurrent_per_server == 0 {
-            return Err(invalid("max_concurrent_per_server must be at least 1".into()));
+            return Err(invalid(
+                "max_concurrent_per_server must be at least 1".into(),
+            ));
         }
         if config.timeout.is_zero() {
             return Err(invalid("the timeout must be positive".into()));
@@ -267,11 +270,15 @@ impl ServerPool {
         self.shared
             .servers
             .iter()
-            .map(|s| ServerStatus {
-                url: s.root.clone(),
-                in_flight: s.in_flight.load(Ordering::SeqCst),
-                consecutive_failures: s.health().consecutive_failures,
-                cooling_down: !s.cooling_left(now).is_zero(),
+            .map(|s| {
+                // Read once, then release: `cooling_left` takes the same (non-reentrant) lock.
+                let consecutive_failures = s.health().consecutive_failures;
+                ServerStatus {
+                    url: s.root.clone(),
+                    in_flight: s.in_flight.load(Ordering::SeqCst),
+                    consecutive_failures,
+                    cooling_down: !s.cooling_left(now).is_zero(),
+                }
             })
             .collect()
     }
@@ -324,7 +331,9 @@ impl ServerPool {
 
     /// The server for the next attempt: not cooling down, then not the one that just failed, then
     /// the fewest requests in flight; among cooling servers the one that recovers first. Ties go
-    /// to the server after the last one picked.
+    /// to the server after the last one picked. Counts are read without a lock, so two requests
+    /// picking at the same instant on different threads may both see the same count: balancing is
+    /// approximate by a request or two, which costs nothing worth a global lock.
     fn pick(&self, avoid: Option<usize>) -> usize {
         let servers = &self.shared.servers;
         let count = servers.len();

@@ -67,10 +67,19 @@ impl Scripted {
             let status = next
                 .and_then(|code| StatusCode::from_u16(code).ok())
                 .unwrap_or(StatusCode::OK);
-            let body = if status.is_success() { "ok".to_owned() } else { "x".repeat(1000) };
+            let body = if status.is_success() {
+                "ok".to_owned()
+            } else {
+                "x".repeat(1000)
+            };
             (status, body)
         }
-        serve(Router::new().route("/generate", post(answer)).with_state(self.clone())).await
+        serve(
+            Router::new()
+                .route("/generate", post(answer))
+                .with_state(self.clone()),
+        )
+        .await
     }
 }
 
@@ -99,7 +108,9 @@ async fn dead_url() -> String {
 async fn server_errors_and_rate_limits_are_retried_until_success() {
     let server = Scripted::new(&[503, 429, 500]);
     let url = server.start().await;
-    let answer = pool(vec![url], 3).post_json("/generate", &serde_json::json!({})).await;
+    let answer = pool(vec![url], 3)
+        .post_json("/generate", &serde_json::json!({}))
+        .await;
     assert_eq!(answer.expect("the fourth attempt succeeds").as_ref(), b"ok");
     assert_eq!(server.hits(), 4);
 }
@@ -116,7 +127,10 @@ async fn client_errors_are_returned_at_once_with_a_bounded_quote_of_the_body() {
     let message = err.to_string();
     assert!(matches!(err, PolicyError::Server(_)), "{message}");
     assert!(message.contains("400"), "{message}");
-    assert!(message.len() < 600, "the 1000-byte body is quoted in part: {message}");
+    assert!(
+        message.len() < 600,
+        "the 1000-byte body is quoted in part: {message}"
+    );
 }
 
 #[tokio::test]
@@ -151,7 +165,10 @@ async fn slow_answers_time_out_and_are_retried() {
         .post_json("/generate", &serde_json::json!({}))
         .await
         .expect_err("the server never answers in time");
-    assert!(matches!(err, PolicyError::Timeout(t) if t == Duration::from_millis(100)), "{err}");
+    assert!(
+        matches!(err, PolicyError::Timeout(t) if t == Duration::from_millis(100)),
+        "{err}"
+    );
     assert_eq!(server.hits(), 2);
 }
 
@@ -166,7 +183,10 @@ async fn a_dead_server_is_skipped_and_cools_down() {
     }
     assert_eq!(live.hits(), 4);
     let dead = &pool.status()[0];
-    assert_eq!(dead.consecutive_failures, 1, "tried once, then left alone: {dead:?}");
+    assert_eq!(
+        dead.consecutive_failures, 1,
+        "tried once, then left alone: {dead:?}"
+    );
     assert!(dead.cooling_down);
     assert!(!pool.status()[1].cooling_down);
 }
@@ -202,7 +222,9 @@ async fn requests_go_to_the_server_with_the_fewest_in_flight() {
             .expect("the idle server answers");
     }
     assert_eq!(idle.hits(), 5);
-    long.await.expect("the task ran").expect("the slow server answers");
+    long.await
+        .expect("the task ran")
+        .expect("the slow server answers");
     assert_eq!(busy.hits(), 1);
 }
 
@@ -233,8 +255,12 @@ async fn each_server_runs_at_most_its_concurrency_limit() {
         "ok"
     }
     let gauge = Gauge::default();
-    let url =
-        serve(Router::new().route("/generate", post(measured)).with_state(gauge.clone())).await;
+    let url = serve(
+        Router::new()
+            .route("/generate", post(measured))
+            .with_state(gauge.clone()),
+    )
+    .await;
     let pool = ServerPool::new(ServerPoolConfig {
         base_urls: vec![url],
         max_concurrent_per_server: 2,
@@ -246,7 +272,11 @@ async fn each_server_runs_at_most_its_concurrency_limit() {
         futures::future::join_all((0..8).map(|_| pool.post_json("/generate", &body))).await;
     assert!(answers.iter().all(Result::is_ok));
     assert_eq!(gauge.peak.load(Ordering::SeqCst), 2);
-    assert_eq!(pool.status()[0].in_flight, 0, "finished requests are no longer counted");
+    assert_eq!(
+        pool.status()[0].in_flight,
+        0,
+        "finished requests are no longer counted"
+    );
 }
 
 #[tokio::test]

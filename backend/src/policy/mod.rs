@@ -2,6 +2,25 @@
 //! server, the embedded model, or a built-in baseline. Every policy returns rollouts in Atropos's
 //! training format (token ids, masks, inference logprobs), so environments never care which it is.
 
+pub mod client;
+pub mod embedded;
+pub mod openai;
+pub mod openai_policy;
+pub mod rollout;
+pub mod vllm;
+mod wire;
+
+#[cfg(test)]
+mod parse_props;
+#[cfg(test)]
+mod testing;
+
+pub use client::{Backoff, ServerPool, ServerPoolConfig, ServerStatus};
+pub use embedded::EmbeddedPolicy;
+pub use openai_policy::OpenAiPolicy;
+pub use rollout::rollout_from_ids;
+pub use vllm::VllmPolicy;
+
 use futures::future::BoxFuture;
 use lachesis_inference::ChatMessage;
 use serde::{Deserialize, Serialize};

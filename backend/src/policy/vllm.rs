@@ -92,7 +92,10 @@ pub fn parse_generate(body: &[u8]) -> Result<GenerateAnswer, PolicyError> {
     if let Some(ids) = &raw.token_ids
         && ids.len() != choices
     {
-        return Err(malformed(format!("{choices} texts but {} token id lists", ids.len())));
+        return Err(malformed(format!(
+            "{choices} texts but {} token id lists",
+            ids.len()
+        )));
     }
     let mut parsed = Vec::with_capacity(choices);
     let texts = raw.text.into_iter();
@@ -107,10 +110,15 @@ pub fn parse_generate(body: &[u8]) -> Result<GenerateAnswer, PolicyError> {
                 .and_then(|dict| dict.0.first())
                 .ok_or_else(|| malformed(format!("choice {c}, token {t}: no sampled token")))?;
             let id = key.parse::<u32>().map_err(|_| {
-                malformed(format!("choice {c}, token {t}: {:?} is not a token id", quote(key)))
+                malformed(format!(
+                    "choice {c}, token {t}: {:?} is not a token id",
+                    quote(key)
+                ))
             })?;
             token_ids.push(id);
-            logprobs.push(finite(*logprob, || format!("choice {c}, token {t}: the logprob"))?);
+            logprobs.push(finite(*logprob, || {
+                format!("choice {c}, token {t}: the logprob")
+            })?);
         }
         // When the server also lists the ids, they must be the sampled tokens we just read; if
         // not, we cannot tell which list the logprobs belong to.
@@ -179,7 +187,11 @@ pub struct VllmPolicy {
 }
 
 impl VllmPolicy {
-    pub fn new(pool: ServerPool, tokenizer: Arc<ModelTokenizer>, model_name: impl Into<String>) -> Self {
+    pub fn new(
+        pool: ServerPool,
+        tokenizer: Arc<ModelTokenizer>,
+        model_name: impl Into<String>,
+    ) -> Self {
         Self {
             pool,
             tokenizer,
@@ -212,23 +224,15 @@ impl Policy for VllmPolicy {
 mod tests {
     use super::*;
 
-    /// The shape `vllm_api_server.py` returns for `n=2, logprobs=0` (ids from SmolLM2's vocab).
-    pub(crate) const SAMPLE: &str = r#"{
-        "text": ["Paris.", "It is Paris"],
-        "prompt": "<|im_start|>user\nCapital of France?<|im_end|>\n<|im_start|>assistant\n",
-        "finish_reasons": ["stop", "length"],
-        "logprobs": [
-            [[{"20614": -0.0123}], [{"30": -0.51}], [{"2": -0.002}]],
-            [[{"1583": -1.25}], [{"314": -0.75}], [{"20614": -0.125}]]
-        ],
-        "prompt_token_ids": [1, 4093, 198, 2],
-        "token_ids": [[20614, 30, 2], [1583, 314, 20614]]
-    }"#;
+    use crate::policy::testing::VLLM_SAMPLE as SAMPLE;
 
     #[test]
     fn a_real_shaped_answer_parses_into_ids_logprobs_and_finishes() {
         let answer = parse_generate(SAMPLE.as_bytes()).expect("valid");
-        assert_eq!(answer.prompt_token_ids.as_deref(), Some(&[1, 4093, 198, 2][..]));
+        assert_eq!(
+            answer.prompt_token_ids.as_deref(),
+            Some(&[1, 4093, 198, 2][..])
+        );
         assert_eq!(answer.choices.len(), 2);
         assert_eq!(answer.choices[0].token_ids, [20614, 30, 2]);
         assert_eq!(answer.choices[0].logprobs, [-0.0123, -0.51, -0.002]);
@@ -275,7 +279,10 @@ mod tests {
         ];
         for body in cases {
             assert!(
-                matches!(parse_generate(body.as_bytes()), Err(PolicyError::MalformedResponse(_))),
+                matches!(
+                    parse_generate(body.as_bytes()),
+                    Err(PolicyError::MalformedResponse(_))
+                ),
                 "{body}"
             );
         }
@@ -288,7 +295,10 @@ mod tests {
         let first = &rollouts[0];
         assert_eq!(first.tokens, [1, 4093, 198, 2, 20614, 30, 2]);
         assert_eq!(first.masks, [-100, -100, -100, -100, 20614, 30, 2]);
-        assert_eq!(first.inference_logprobs, [1.0, 1.0, 1.0, 1.0, -0.0123, -0.51, -0.002]);
+        assert_eq!(
+            first.inference_logprobs,
+            [1.0, 1.0, 1.0, 1.0, -0.0123, -0.51, -0.002]
+        );
         assert_eq!(first.completion, "Paris.");
         assert_eq!(rollouts[1].finish, Finish::Length);
     }
@@ -330,7 +340,10 @@ mod tests {
         let tokenizer = crate::policy::testing::byte_tokenizer();
         let ids = prompt_ids(&tokenizer, &[ChatMessage::new("user", "hi")]).expect("encodes");
         let text = tokenizer.decode(&ids).expect("decodes");
-        assert_eq!(text, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+        assert_eq!(
+            text,
+            "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+        );
         assert_eq!(ids[0], crate::policy::testing::IM_START);
     }
 }

@@ -27,7 +27,8 @@ pub(crate) fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, PolicyError>
         malformed(format!("at {path}: {}", quote(&e.into_inner().to_string())))
     })?;
     // Trailing garbage after the JSON document is as malformed as a wrong type.
-    de.end().map_err(|e| malformed(format!("after the JSON document: {e}")))?;
+    de.end()
+        .map_err(|e| malformed(format!("after the JSON document: {e}")))?;
     Ok(value)
 }
 
@@ -46,14 +47,23 @@ pub(crate) fn quote(text: &str) -> String {
 /// Maps a finish reason as OpenAI and vLLM spell it.
 ///
 /// `tool_calls`/`function_call` mean the model ended its turn on its own, so they count as `Stop`.
-/// vLLM's `abort` means the server gave up on the request (a server failure, not a bad answer);
+/// vLLM's `abort` (the server gave up) and OpenAI's `content_filter` (the text was withheld) are
+/// the server's decisions, so they are server errors rather than bad answers;
 /// anything else, `null` included, is not a finished completion.
 pub(crate) fn parse_finish(reason: Option<&str>) -> Result<Finish, PolicyError> {
     match reason {
         Some("stop" | "tool_calls" | "function_call") => Ok(Finish::Stop),
         Some("length") => Ok(Finish::Length),
-        Some("abort") => Err(PolicyError::Server("the server aborted the generation".into())),
-        Some(other) => Err(malformed(format!("unknown finish reason {:?}", quote(other)))),
+        Some("abort") => Err(PolicyError::Server(
+            "the server aborted the generation".into(),
+        )),
+        Some("content_filter") => Err(PolicyError::Server(
+            "the server's content filter withheld the completion".into(),
+        )),
+        Some(other) => Err(malformed(format!(
+            "unknown finish reason {:?}",
+            quote(other)
+        ))),
         None => Err(malformed("a choice has no finish reason")),
     }
 }
@@ -124,12 +134,22 @@ mod tests {
         assert_eq!(parse_finish(Some("stop")).ok(), Some(Finish::Stop));
         assert_eq!(parse_finish(Some("tool_calls")).ok(), Some(Finish::Stop));
         assert_eq!(parse_finish(Some("length")).ok(), Some(Finish::Length));
-        assert!(matches!(parse_finish(Some("abort")), Err(PolicyError::Server(_))));
+        assert!(matches!(
+            parse_finish(Some("abort")),
+            Err(PolicyError::Server(_))
+        ));
+        assert!(matches!(
+            parse_finish(Some("content_filter")),
+            Err(PolicyError::Server(_))
+        ));
         assert!(matches!(
             parse_finish(Some("banana")),
             Err(PolicyError::MalformedResponse(_))
         ));
-        assert!(matches!(parse_finish(None), Err(PolicyError::MalformedResponse(_))));
+        assert!(matches!(
+            parse_finish(None),
+            Err(PolicyError::MalformedResponse(_))
+        ));
     }
 
     #[test]
