@@ -10,5 +10,5 @@ pub mod db;
 pub mod envs;
 pub mod inference;
 pub mod metrics;
-pub mod trajectory;
 pub mod policy;
+pub mod trajectory;

@@ -29,6 +29,11 @@ enum Command {
         #[arg(long, env = "DATABASE_URL")]
         database_url: Option<String>,
     },
+    /// Environments: serve one to a trajectory API, process groups to a file, evaluate.
+    Env {
+        #[command(subcommand)]
+        command: lachesis::envs::cli::EnvCommand,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -40,6 +45,8 @@ enum Command {
 enum BenchCommand {
     /// Ingest throughput and `/batch` latency of one or more trajectory APIs, side by side.
     Api(lachesis::bench::ApiBenchArgs),
+    /// Generation tokens/s of OpenAI-compatible servers (the embedded model, llama.cpp), side by side.
+    Generate(lachesis::bench::generate::GenerateBenchArgs),
     /// Server-side cost of one ingested group, stage by stage.
     Codec {
         #[arg(long, default_value_t = 16)]
@@ -77,6 +84,7 @@ fn main() -> anyhow::Result<()> {
                 println!("migrations applied to {}", lachesis::db::redact(&url));
                 Ok(())
             }
+            Command::Env { command } => lachesis::envs::cli::run(command).await,
             Command::Bench {
                 which:
                     BenchCommand::Codec {
@@ -93,6 +101,13 @@ fn main() -> anyhow::Result<()> {
             } => {
                 let reports = lachesis::bench::run_api_bench(args).await?;
                 lachesis::bench::print_reports(&reports);
+                Ok(())
+            }
+            Command::Bench {
+                which: BenchCommand::Generate(args),
+            } => {
+                let reports = lachesis::bench::generate::run_generate_bench(args).await?;
+                lachesis::bench::generate::print_generate_reports(&reports);
                 Ok(())
             }
         }

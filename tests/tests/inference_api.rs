@@ -44,7 +44,10 @@ async fn chat_completions_answer_with_logprobs_and_usage() {
     assert!(text.contains('4'), "{text:?}");
     assert_eq!(choices[0]["message"]["role"], "assistant");
     let tokens = choices[0]["logprobs"]["content"].as_array().unwrap();
-    let joined: String = tokens.iter().map(|t| t["token"].as_str().unwrap()).collect();
+    let joined: String = tokens
+        .iter()
+        .map(|t| t["token"].as_str().unwrap())
+        .collect();
     assert_eq!(joined, text, "the token strings spell the answer");
     for token in tokens {
         assert!(token["logprob"].as_f64().unwrap() <= 0.0);
@@ -70,13 +73,21 @@ async fn completions_and_generate_agree_on_greedy_tokens() {
         .await;
     assert_eq!(text["object"], "text_completion");
     let completion = text["choices"][0]["text"].as_str().unwrap();
-    assert_eq!(text["choices"][0]["logprobs"]["tokens"].as_array().unwrap().len(), 6);
+    assert_eq!(
+        text["choices"][0]["logprobs"]["tokens"]
+            .as_array()
+            .unwrap()
+            .len(),
+        6
+    );
 
     let raw = app
         .client
         .post(app.url("/generate"))
-        .json(&json!({"prompt": "The capital of France is", "max_tokens": 6, "temperature": 0,
-                      "logprobs": 2, "n": 3, "prompt_logprobs": 1}))
+        .json(
+            &json!({"prompt": "The capital of France is", "max_tokens": 6, "temperature": 0,
+                      "logprobs": 2, "n": 3, "prompt_logprobs": 1}),
+        )
         .send()
         .await
         .unwrap()
@@ -86,15 +97,27 @@ async fn completions_and_generate_agree_on_greedy_tokens() {
     let generated: Value = serde_json::from_str(&raw).unwrap();
     let texts = generated["text"].as_array().unwrap();
     assert_eq!(texts.len(), 3);
-    assert!(texts.iter().all(|t| t == completion), "{texts:?} vs {completion:?}");
-    assert_eq!(generated["finish_reasons"], json!(["length", "length", "length"]));
+    assert!(
+        texts.iter().all(|t| t == completion),
+        "{texts:?} vs {completion:?}"
+    );
+    assert_eq!(
+        generated["finish_reasons"],
+        json!(["length", "length", "length"])
+    );
     // Each token: [{"<sampled id>": logprob, ...alternatives}], the sampled id first.
     let ids = generated["token_ids"][0].as_array().unwrap();
     let entries = generated["logprobs"][0].as_array().unwrap();
     assert_eq!(ids.len(), entries.len());
-    assert!(raw.contains(&format!("\"logprobs\":[[[{{\"{}\":", ids[0])), "{raw}");
+    assert!(
+        raw.contains(&format!("\"logprobs\":[[[{{\"{}\":", ids[0])),
+        "{raw}"
+    );
     let prompt_lps = generated["prompt_logprobs"].as_array().unwrap();
-    assert_eq!(prompt_lps.len(), generated["prompt_token_ids"].as_array().unwrap().len());
+    assert_eq!(
+        prompt_lps.len(),
+        generated["prompt_token_ids"].as_array().unwrap().len()
+    );
     assert!(prompt_lps[0].is_null());
 
     // Prompt token ids in, as atroposlib sends them.
@@ -117,12 +140,32 @@ async fn bad_requests_get_openai_errors_and_the_engine_keeps_serving() {
         ("/v1/chat/completions", "{not json", "body"),
         ("/v1/chat/completions", r#"{"messages": "hi"}"#, "messages"),
         ("/v1/chat/completions", r#"{"messages": []}"#, "messages"),
-        ("/v1/chat/completions", r#"{"messages": [{"role": "user", "content": "x"}], "temperature": -1}"#, "temperature"),
-        ("/v1/chat/completions", r#"{"messages": [{"role": "user", "content": "x"}], "stream": true}"#, "stream"),
+        (
+            "/v1/chat/completions",
+            r#"{"messages": [{"role": "user", "content": "x"}], "temperature": -1}"#,
+            "temperature",
+        ),
+        (
+            "/v1/chat/completions",
+            r#"{"messages": [{"role": "user", "content": "x"}], "stream": true}"#,
+            "stream",
+        ),
         ("/v1/completions", r#"{"prompt": "x", "n": 0}"#, "n"),
-        ("/v1/completions", r#"{"prompt": "x", "max_tokens": 100000000}"#, "context"),
-        ("/v1/completions", r#"{"prompt": [4294967295]}"#, "vocabulary"),
-        ("/generate", r#"{"prompt": {"prompt_token_ids": []}}"#, "empty"),
+        (
+            "/v1/completions",
+            r#"{"prompt": "x", "max_tokens": 100000000}"#,
+            "context",
+        ),
+        (
+            "/v1/completions",
+            r#"{"prompt": [4294967295]}"#,
+            "vocabulary",
+        ),
+        (
+            "/generate",
+            r#"{"prompt": {"prompt_token_ids": []}}"#,
+            "empty",
+        ),
         ("/generate", r#"{"prompt": "x", "top_p": 0}"#, "top_p"),
         ("/generate", r#"{"prompt": 7}"#, "prompt"),
     ];
@@ -135,7 +178,10 @@ async fn bad_requests_get_openai_errors_and_the_engine_keeps_serving() {
         assert!(message.contains(mentions), "{path} {body}: {error}");
     }
     let ok = app
-        .post("/generate", &json!({"prompt": "Hi", "max_tokens": 2, "temperature": 0}))
+        .post(
+            "/generate",
+            &json!({"prompt": "Hi", "max_tokens": 2, "temperature": 0}),
+        )
         .await;
     assert_eq!(ok["text"].as_array().unwrap().len(), 1);
 }

@@ -152,7 +152,10 @@ impl Server {
         if let Some(path) = config.model.clone() {
             let shown = path.display().to_string();
             let engine = tokio::task::spawn_blocking(move || {
-                lachesis_inference::Engine::load(&path, lachesis_inference::EngineOptions::default())
+                lachesis_inference::Engine::load(
+                    &path,
+                    lachesis_inference::EngineOptions::default(),
+                )
             })
             .await??;
             tracing::info!(model = %shown, name = %engine.info().name, "embedded model loaded");

@@ -7,6 +7,8 @@
 //! 2. batch: with `queue` groups queued, the latency of `batch_calls` consecutive `/batch` calls
 //!    (p50, p90, and the first call, which forms the batches).
 
+pub mod generate;
+
 use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

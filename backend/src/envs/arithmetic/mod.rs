@@ -1,0 +1,395 @@
+//! `arithmetic`: a verifiable environment of seeded integer problems (`a + b`, `a - b`, `a * b`).
+//!
+//! Operands are small by default (sums of numbers up to 20, the times tables up to 10) so that a
+//! 135M-parameter model gets some right and some wrong: a group whose answers all score the same
+//! teaches GRPO nothing and is dropped by the runner.
+//!
+//! Reward, per sequence:
+//! - 1.0 when the final answer (see [`parse`]) equals the true result;
+//! - `format_bonus` (default 0.1) when a single integer answer was given in the asked-for form but
+//!   it is wrong: a small signal that lets a tiny model learn the format before the arithmetic;
+//! - 0.0 otherwise, and for completions cut off at `max_tokens` (their answer was not final).
+
+pub mod baseline;
+mod eval;
+pub mod parse;
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use lachesis_inference::ChatMessage;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{
+    Collected, EnvConfig, EnvError, EnvOptions, Environment, EvalOutcome, Item, ScoredGroup,
+    ScoredSequence, generation_params,
+};
+use crate::policy::{Finish, Policy, PolicyRequest, Rollout};
+pub use parse::{ParseError, parse_answer, render_answer};
+
+pub const NAME: &str = "arithmetic";
+/// The evaluation set's seed: fixed, so every model is measured on the same problems.
+pub const EVAL_SEED: u64 = 0x00c0_ffee;
+
+const SYSTEM_PROMPT: &str = "You solve arithmetic problems. Work briefly, then write the final \
+     answer alone on the last line, in the form `Answer: <integer>`.";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Op {
+    #[serde(rename = "+")]
+    Add,
+    #[serde(rename = "-")]
+    Sub,
+    #[serde(rename = "*")]
+    Mul,
+}
+
+impl Op {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Op::Add => "+",
+            Op::Sub => "-",
+            Op::Mul => "*",
+        }
+    }
+}
+
+/// One problem; also the environment's `Item` (`{"a": 3, "op": "+", "b": 4}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Problem {
+    pub a: i64,
+    pub op: Op,
+    pub b: i64,
+}
+
+impl Problem {
+    /// The true result; `None` on overflow (possible only for items not made by this module).
+    pub fn answer(&self) -> Option<i64> {
+        match self.op {
+            Op::Add => self.a.checked_add(self.b),
+            Op::Sub => self.a.checked_sub(self.b),
+            Op::Mul => self.a.checked_mul(self.b),
+        }
+    }
+
+    pub fn question(&self) -> String {
+        format!("What is {} {} {}?", self.a, self.op.symbol(), self.b)
+    }
+
+    pub fn messages(&self) -> Vec<ChatMessage> {
+        vec![
+            ChatMessage::new("system", SYSTEM_PROMPT),
+            ChatMessage::new("user", self.question()),
+        ]
+    }
+
+    /// Reads a problem back from the text of [`Problem::question`] (the baseline policy's "eyes").
+    pub fn from_question(text: &str) -> Option<Problem> {
+        let start = text.rfind("What is ")? + "What is ".len();
+        let expression = &text[start..];
+        let expression = &expression[..expression.find('?')?];
+        let mut parts = expression.split_whitespace();
+        let a = parts.next()?.parse().ok()?;
+        let op = match parts.next()? {
+            "+" => Op::Add,
+            "-" => Op::Sub,
+            "*" => Op::Mul,
+            _ => return None,
+        };
+        let b = parts.next()?.parse().ok()?;
+        parts.next().is_none().then_some(Problem { a, op, b })
+    }
+
+    fn random(rng: &mut StdRng, max_operand: i64, max_factor: i64) -> Problem {
+        let op = [Op::Add, Op::Sub, Op::Mul][rng.random_range(0..3)];
+        let max = if op == Op::Mul {
+            max_factor
+        } else {
+            max_operand
+        };
+        Problem {
+            a: rng.random_range(0..=max),
+            op,
+            b: rng.random_range(0..=max),
+        }
+    }
+}
+
+/// Settings read from `EnvOptions::settings`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    pub format_bonus: f64,
+    pub max_operand: i64,
+    pub max_factor: i64,
+    pub eval_size: usize,
+    pub eval_temperature: f32,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            format_bonus: 0.1,
+            max_operand: 20,
+            max_factor: 10,
+            eval_size: 32,
+            eval_temperature: 0.0,
+        }
+    }
+}
+
+pub struct ArithmeticEnv {
+    config: EnvConfig,
+    settings: Settings,
+    rng: Mutex<StdRng>,
+    eval_set: Vec<Problem>,
+}
+
+impl ArithmeticEnv {
+    pub fn new(options: &EnvOptions) -> Result<Self, EnvError> {
+        let settings: Settings = serde_json::from_value(Value::Object(options.settings.clone()))
+            .map_err(|e| EnvError::InvalidOption(format!("{NAME}: {e}")))?;
+        if !(0..=1_000_000).contains(&settings.max_operand)
+            || !(0..=1_000_000).contains(&settings.max_factor)
+        {
+            return Err(EnvError::InvalidOption(
+                "max_operand and max_factor must be between 0 and 1000000".into(),
+            ));
+        }
+        let defaults = EnvConfig {
+            group_size: 8,
+            max_token_length: 1024,
+            max_tokens: 96,
+            ..EnvConfig::default()
+        };
+        let config = EnvConfig {
+            group_size: options.group_size.unwrap_or(defaults.group_size),
+            max_tokens: options.max_tokens.unwrap_or(defaults.max_tokens),
+            temperature: options.temperature.unwrap_or(defaults.temperature),
+            ..defaults
+        };
+        if config.group_size == 0 || config.max_tokens == 0 {
+            return Err(EnvError::InvalidOption(
+                "group_size and max_tokens must be positive".into(),
+            ));
+        }
+        let mut eval_rng = StdRng::seed_from_u64(EVAL_SEED);
+        let eval_set = (0..settings.eval_size)
+            .map(|_| Problem::random(&mut eval_rng, settings.max_operand, settings.max_factor))
+            .collect();
+        Ok(Self {
+            config,
+            rng: Mutex::new(StdRng::seed_from_u64(options.seed)),
+            settings,
+            eval_set,
+        })
+    }
+
+    pub fn eval_set(&self) -> &[Problem] {
+        &self.eval_set
+    }
+
+    /// The reward of one rollout (see the module's documentation).
+    pub fn score(&self, problem: &Problem, rollout: &Rollout) -> f64 {
+        if rollout.finish == Finish::Length {
+            return 0.0;
+        }
+        match (parse_answer(&rollout.completion), problem.answer()) {
+            (Ok(given), Some(truth)) if given == truth => 1.0,
+            (Ok(_), _) => self.settings.format_bonus,
+            (Err(_), _) => 0.0,
+        }
+    }
+
+    /// A training problem, never one of the evaluation set (within 64 draws: tiny operand ranges
+    /// may leave nothing else).
+    fn draw(&self) -> Problem {
+        let held_out: HashSet<&Problem> = self.eval_set.iter().collect();
+        let mut rng = self
+            .rng
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut problem = Problem::random(
+            &mut rng,
+            self.settings.max_operand,
+            self.settings.max_factor,
+        );
+        for _ in 0..64 {
+            if !held_out.contains(&problem) {
+                break;
+            }
+            problem = Problem::random(
+                &mut rng,
+                self.settings.max_operand,
+                self.settings.max_factor,
+            );
+        }
+        problem
+    }
+
+    fn request(&self, problem: &Problem, n: usize, temperature: f32) -> PolicyRequest {
+        PolicyRequest {
+            messages: problem.messages(),
+            n,
+            max_tokens: self.config.max_tokens,
+            temperature,
+            top_p: self.config.top_p,
+            stop: Vec::new(),
+        }
+    }
+
+    async fn collect_group(&self, item: Item, policy: &dyn Policy) -> Result<Collected, EnvError> {
+        let problem: Problem =
+            serde_json::from_value(item).map_err(|e| EnvError::InvalidItem(e.to_string()))?;
+        let request = self.request(&problem, self.config.group_size, self.config.temperature);
+        let prompt = request.messages.clone();
+        let rollouts = policy.complete(request).await?;
+        let sequences = rollouts
+            .into_iter()
+            .map(|rollout| {
+                let mut messages = prompt.clone();
+                messages.push(ChatMessage::new("assistant", rollout.completion.clone()));
+                ScoredSequence {
+                    messages,
+                    score: self.score(&problem, &rollout),
+                    rollout,
+                    overrides: None,
+                }
+            })
+            .collect();
+        Ok(Collected {
+            group: Some(ScoredGroup {
+                sequences,
+                generation_params: generation_params(&self.config, policy),
+                group_overrides: None,
+            }),
+            backlog: Vec::new(),
+        })
+    }
+}
+
+impl Environment for ArithmeticEnv {
+    fn name(&self) -> String {
+        NAME.to_string()
+    }
+
+    fn config(&self) -> EnvConfig {
+        self.config.clone()
+    }
+
+    fn setup(&self) -> BoxFuture<'_, Result<(), EnvError>> {
+        futures::future::ready(Ok(())).boxed()
+    }
+
+    fn next_item(&self) -> BoxFuture<'_, Result<Option<Item>, EnvError>> {
+        let item = serde_json::to_value(self.draw()).map_err(|e| EnvError::Other(e.to_string()));
+        futures::future::ready(item.map(Some)).boxed()
+    }
+
+    fn collect<'a>(
+        &'a self,
+        item: Item,
+        policy: &'a dyn Policy,
+    ) -> BoxFuture<'a, Result<Collected, EnvError>> {
+        self.collect_group(item, policy).boxed()
+    }
+
+    fn evaluate<'a>(
+        &'a self,
+        policy: &'a dyn Policy,
+    ) -> BoxFuture<'a, Result<EvalOutcome, EnvError>> {
+        self.evaluate_set(policy).boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::baseline::BaselinePolicy;
+    use super::*;
+    use serde_json::json;
+
+    fn env() -> ArithmeticEnv {
+        ArithmeticEnv::new(&EnvOptions {
+            seed: 7,
+            group_size: Some(4),
+            ..EnvOptions::default()
+        })
+        .expect("valid options")
+    }
+
+    #[test]
+    fn questions_read_back_into_their_problems() {
+        for problem in env().eval_set() {
+            assert_eq!(Problem::from_question(&problem.question()), Some(*problem));
+        }
+        assert_eq!(Problem::from_question("What is 3 ^ 4?"), None);
+        assert_eq!(Problem::from_question("What is 3 + 4 + 5?"), None);
+    }
+
+    #[tokio::test]
+    async fn items_are_seeded_and_never_from_the_evaluation_set() {
+        let (first, second) = (env(), env());
+        for _ in 0..50 {
+            let a = first.next_item().await.unwrap().unwrap();
+            assert_eq!(Some(a.clone()), second.next_item().await.unwrap());
+            let problem: Problem = serde_json::from_value(a).unwrap();
+            assert!(!first.eval_set().contains(&problem));
+        }
+    }
+
+    #[test]
+    fn rewards_follow_the_documented_rule() {
+        let env = env();
+        let problem = Problem {
+            a: 6,
+            op: Op::Mul,
+            b: 7,
+        };
+        let rollout = |text: &str, finish| Rollout {
+            completion: text.into(),
+            finish,
+            ..crate::envs::test_rollout(&[1], &[2])
+        };
+        assert_eq!(
+            env.score(&problem, &rollout("Answer: 42", Finish::Stop)),
+            1.0
+        );
+        assert_eq!(
+            env.score(&problem, &rollout("Answer: 41", Finish::Stop)),
+            0.1
+        );
+        assert_eq!(env.score(&problem, &rollout("42", Finish::Stop)), 0.0);
+        assert_eq!(
+            env.score(&problem, &rollout("Answer: 42", Finish::Length)),
+            0.0
+        );
+    }
+
+    #[tokio::test]
+    async fn a_perfect_baseline_scores_every_evaluation_problem() {
+        let env = env();
+        let policy = BaselinePolicy::new(1.0, 1, None);
+        let outcome = env.evaluate(&policy).await.expect("evaluates");
+        assert_eq!(outcome.metrics["eval/percent_correct"], 1.0);
+        assert_eq!(outcome.metrics["eval/n"], 32.0);
+        assert_eq!(outcome.samples.len(), 32);
+        assert_eq!(outcome.samples[0]["correct"], true);
+    }
+
+    #[test]
+    fn unknown_settings_are_refused() {
+        let options = EnvOptions {
+            settings: serde_json::Map::from_iter([("max_opernd".into(), json!(3))]),
+            ..EnvOptions::default()
+        };
+        assert!(matches!(
+            ArithmeticEnv::new(&options),
+            Err(EnvError::InvalidOption(_))
+        ));
+    }
+}

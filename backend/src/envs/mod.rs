@@ -1,0 +1,330 @@
+//! Environments: where prompts come from and how answers are scored.
+//!
+//! The contract follows atroposlib's `BaseEnv` lifecycle (`setup`, `get_next_item`,
+//! `collect_trajectories`, `evaluate`) so a Lachesis environment behaves like an Atropos one:
+//! the [`runner`] serves it to the trajectory API, [`process`] writes groups to a JSONL file and
+//! an HTML viewer, and [`evaluate`] writes `metrics.json` the way `evaluate_log` does.
+//!
+//! Environments are driven through `&self` (state behind their own locks) so the runner can keep
+//! several `collect` calls in flight on one environment at once.
+
+pub mod arithmetic;
+pub mod cli;
+pub mod client;
+pub mod evaluate;
+pub mod pacing;
+pub mod process;
+pub mod runner;
+
+use std::collections::BTreeMap;
+
+use futures::future::BoxFuture;
+use lachesis_inference::ChatMessage;
+use lachesis_shared::atropos::ScoredData;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::policy::{Policy, PolicyError, Rollout};
+
+/// One unit of work (a problem, a scenario): opaque JSON, so the runner can hold items in its
+/// backlog without knowing their type, as atroposlib's `Item = Any` does.
+pub type Item = Value;
+
+/// The built-in environments `build` knows, for `lachesis env list` and error messages.
+pub const BUILTIN: &[&str] = &[arithmetic::NAME];
+
+/// An environment's fixed settings (atroposlib's `BaseEnvConfig`, the parts that shape groups).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnvConfig {
+    /// Sequences per group (atroposlib default 4).
+    pub group_size: usize,
+    /// The longest sequence, prompt plus completion, this environment produces; sent to
+    /// `/register-env` as `max_token_length` (atroposlib default 2048).
+    pub max_token_length: usize,
+    /// The completion budget asked of the policy per sequence.
+    pub max_tokens: usize,
+    pub temperature: f32,
+    pub top_p: f32,
+}
+
+impl Default for EnvConfig {
+    fn default() -> Self {
+        Self {
+            group_size: 4,
+            max_token_length: 2048,
+            max_tokens: 256,
+            temperature: 1.0,
+            top_p: 1.0,
+        }
+    }
+}
+
+/// What `build` may override; every `None` keeps the environment's own default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EnvOptions {
+    /// Seeds the item stream, so two runs with one seed see the same items in the same order.
+    pub seed: u64,
+    pub group_size: Option<usize>,
+    pub max_tokens: Option<usize>,
+    pub temperature: Option<f32>,
+    /// Environment-specific keys (e.g. arithmetic's `format_bonus`); unknown keys are refused.
+    pub settings: Map<String, Value>,
+}
+
+/// One scored sequence: the conversation that produced it, the rollout and its reward.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScoredSequence {
+    /// The prompt messages followed by the assistant's completion.
+    pub messages: Vec<ChatMessage>,
+    pub rollout: Rollout,
+    pub score: f64,
+    /// Per-sequence trainer hints (atroposlib's `overrides[i]`, e.g. `set_advantage_to_zero`).
+    pub overrides: Option<Map<String, Value>>,
+}
+
+/// A group of sequences answering one item, ready to be judged by the runner and sent.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScoredGroup {
+    pub sequences: Vec<ScoredSequence>,
+    /// How the rollouts were sampled (temperature, max_tokens, the policy's name).
+    pub generation_params: Map<String, Value>,
+    /// atroposlib's `group_overrides` (e.g. `group_size` for a variable-size group).
+    pub group_overrides: Option<Map<String, Value>>,
+}
+
+impl ScoredGroup {
+    pub fn scores(&self) -> Vec<f64> {
+        self.sequences.iter().map(|s| s.score).collect()
+    }
+
+    /// The group in Atropos's wire format. `messages` is filled only when asked for, as
+    /// atroposlib's `include_messages` does: trainers do not need it and it is often the bulk.
+    pub fn to_scored_data(&self, env_id: Option<i64>, include_messages: bool) -> ScoredData {
+        let seqs = &self.sequences;
+        let messages = include_messages.then(|| {
+            seqs.iter()
+                .map(|s| s.messages.iter().map(message_map).collect())
+                .collect()
+        });
+        // atroposlib's trainer indexes `overrides[i]`, so one entry per sequence or none at all.
+        let overrides = seqs.iter().any(|s| s.overrides.is_some()).then(|| {
+            seqs.iter()
+                .map(|s| s.overrides.clone().unwrap_or_default())
+                .collect()
+        });
+        ScoredData {
+            tokens: seqs
+                .iter()
+                .map(|s| s.rollout.tokens.iter().map(|&t| i64::from(t)).collect())
+                .collect(),
+            masks: seqs.iter().map(|s| s.rollout.masks.clone()).collect(),
+            scores: self.scores(),
+            messages,
+            generation_params: Some(self.generation_params.clone()),
+            inference_logprobs: Some(
+                seqs.iter()
+                    .map(|s| s.rollout.inference_logprobs.clone())
+                    .collect(),
+            ),
+            overrides,
+            group_overrides: self.group_overrides.clone(),
+            env_id,
+            ..ScoredData::default()
+        }
+    }
+}
+
+fn message_map(message: &ChatMessage) -> Map<String, Value> {
+    let mut map = Map::new();
+    map.insert("role".into(), Value::String(message.role.clone()));
+    map.insert("content".into(), Value::String(message.content.clone()));
+    map
+}
+
+/// What `collect` gives back: a group (or none, when the item produced nothing worth training on)
+/// and items to retry later (atroposlib's `backlog`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Collected {
+    pub group: Option<ScoredGroup>,
+    pub backlog: Vec<Item>,
+}
+
+/// The result of one `evaluate` pass: metrics for `metrics.json` and one JSON object per sample.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EvalOutcome {
+    pub metrics: BTreeMap<String, f64>,
+    pub samples: Vec<Value>,
+}
+
+/// Typed failures of environments; the runner logs them and moves on to the next item.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvError {
+    #[error("unknown environment {name:?}; built in: {}", BUILTIN.join(", "))]
+    UnknownEnv { name: String },
+    #[error("invalid option: {0}")]
+    InvalidOption(String),
+    #[error("malformed item: {0}")]
+    InvalidItem(String),
+    #[error("policy: {0}")]
+    Policy(#[from] PolicyError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// An environment, object-safe so runners hold a `&dyn Environment` or `Box<dyn Environment>`.
+pub trait Environment: Send + Sync {
+    /// The name used for registration (`desired_name`) and for the evaluation task.
+    fn name(&self) -> String;
+
+    fn config(&self) -> EnvConfig;
+
+    /// One-time preparation (loading data) before any other call.
+    fn setup(&self) -> BoxFuture<'_, Result<(), EnvError>>;
+
+    /// The next training item, or `None` when the environment has run out.
+    fn next_item(&self) -> BoxFuture<'_, Result<Option<Item>, EnvError>>;
+
+    /// Rolls out one item with the policy and scores the rollouts.
+    fn collect<'a>(
+        &'a self,
+        item: Item,
+        policy: &'a dyn Policy,
+    ) -> BoxFuture<'a, Result<Collected, EnvError>>;
+
+    /// Runs the environment's evaluation set once.
+    fn evaluate<'a>(
+        &'a self,
+        policy: &'a dyn Policy,
+    ) -> BoxFuture<'a, Result<EvalOutcome, EnvError>>;
+}
+
+/// Builds a built-in environment by name.
+pub fn build(name: &str, options: &EnvOptions) -> Result<Box<dyn Environment>, EnvError> {
+    match name {
+        arithmetic::NAME => Ok(Box::new(arithmetic::ArithmeticEnv::new(options)?)),
+        _ => Err(EnvError::UnknownEnv {
+            name: name.to_string(),
+        }),
+    }
+}
+
+/// `generation_params` shared by every environment: what was asked of which policy.
+pub fn generation_params(config: &EnvConfig, policy: &dyn Policy) -> Map<String, Value> {
+    let mut params = Map::new();
+    params.insert("model".into(), Value::String(policy.name()));
+    params.insert(
+        "temperature".into(),
+        Value::from(f64::from(config.temperature)),
+    );
+    params.insert("top_p".into(), Value::from(f64::from(config.top_p)));
+    params.insert("max_tokens".into(), Value::from(config.max_tokens));
+    params.insert("n".into(), Value::from(config.group_size));
+    params
+}
+
+/// A short test-only rollout: `prompt` prompt tokens then `completion` ids.
+#[cfg(test)]
+pub(crate) fn test_rollout(prompt: &[u32], completion: &[u32]) -> Rollout {
+    Rollout {
+        completion: String::new(),
+        tokens: prompt.iter().chain(completion).copied().collect(),
+        masks: prompt
+            .iter()
+            .map(|_| -100)
+            .chain(completion.iter().map(|&t| i64::from(t)))
+            .collect(),
+        inference_logprobs: prompt
+            .iter()
+            .map(|_| 1.0)
+            .chain(completion.iter().map(|_| -0.5))
+            .collect(),
+        finish: crate::policy::Finish::Stop,
+    }
+}
+
+/// A fresh directory under the system's temp dir, removed when dropped.
+#[cfg(test)]
+pub(crate) struct TempDir(pub std::path::PathBuf);
+
+#[cfg(test)]
+impl TempDir {
+    pub(crate) fn new(tag: &str) -> Self {
+        let path = std::env::temp_dir().join(format!(
+            "lachesis-{tag}-{}-{:016x}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        std::fs::create_dir_all(&path).expect("temp dir");
+        Self(path)
+    }
+}
+
+#[cfg(test)]
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(scores: &[f64]) -> ScoredGroup {
+        ScoredGroup {
+            sequences: scores
+                .iter()
+                .map(|&score| ScoredSequence {
+                    messages: vec![
+                        ChatMessage::new("user", "1 + 1?"),
+                        ChatMessage::new("assistant", "Answer: 2"),
+                    ],
+                    rollout: test_rollout(&[1, 2], &[3]),
+                    score,
+                    overrides: None,
+                })
+                .collect(),
+            ..ScoredGroup::default()
+        }
+    }
+
+    #[test]
+    fn a_scored_group_becomes_atropos_scored_data_field_for_field() {
+        let data = group(&[1.0, 0.0]).to_scored_data(Some(7), true);
+        assert_eq!(data.tokens, vec![vec![1, 2, 3]; 2]);
+        assert_eq!(data.masks, vec![vec![-100, -100, 3]; 2]);
+        assert_eq!(data.scores, vec![1.0, 0.0]);
+        assert_eq!(data.inference_logprobs, Some(vec![vec![1.0, 1.0, -0.5]; 2]));
+        assert_eq!(data.env_id, Some(7));
+        assert_eq!(data.overrides, None);
+        let messages = data.messages.expect("messages were asked for");
+        assert_eq!(messages[0][1]["role"], "assistant");
+        assert_eq!(messages[0][1]["content"], "Answer: 2");
+    }
+
+    #[test]
+    fn messages_are_left_out_unless_asked_for_and_overrides_cover_every_sequence() {
+        let mut g = group(&[1.0, 0.0]);
+        g.sequences[1].overrides = Some(Map::from_iter([(
+            "set_advantage_to_zero".to_string(),
+            Value::Bool(true),
+        )]));
+        let data = g.to_scored_data(None, false);
+        assert_eq!(data.messages, None);
+        let overrides = data.overrides.expect("one sequence has overrides");
+        assert_eq!(overrides.len(), 2);
+        assert!(overrides[0].is_empty());
+    }
+
+    #[test]
+    fn the_registry_builds_arithmetic_and_names_the_known_envs_otherwise() {
+        let env = build("arithmetic", &EnvOptions::default()).expect("built in");
+        assert_eq!(env.name(), "arithmetic");
+        let err = build("chess", &EnvOptions::default())
+            .err()
+            .expect("not built in");
+        assert!(err.to_string().contains("arithmetic"), "{err}");
+    }
+}

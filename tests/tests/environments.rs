@@ -1,0 +1,200 @@
+//! `lachesis env process | evaluate | serve` on the built-in arithmetic environment with the
+//! embedded SmolLM2 model: Atropos-format files, and groups a trainer pulls from `/batch`.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use lachesis_shared::atropos::ScoredData;
+use lachesis_tests::{TestApp, lachesis_bin, model_path, registration};
+use serde_json::Value;
+
+/// A directory under the temp dir, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(label: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "lachesis-{label}-{}-{}",
+            std::process::id(),
+            rand_suffix()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// The policy and size flags every test shares: the embedded model, small groups, short answers.
+fn small_embedded_run() -> Vec<String> {
+    [
+        "--policy",
+        "embedded",
+        "--group-size",
+        "2",
+        "--max-tokens",
+        "24",
+        "--seed",
+        "7",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain(["--model".to_owned(), model_path().display().to_string()])
+    .collect()
+}
+
+async fn run_env(args: &[String]) {
+    let output = tokio::process::Command::new(lachesis_bin())
+        .arg("env")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "lachesis env {args:?} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Atropos's training layout: prompt positions masked with -100 and logprob 1.0, answer positions
+/// carrying their token id and a real logprob.
+fn assert_training_layout(group: &ScoredData) {
+    let logprobs = group
+        .inference_logprobs
+        .as_ref()
+        .expect("inference_logprobs");
+    assert_eq!(group.tokens.len(), group.scores.len());
+    for ((tokens, masks), lps) in group.tokens.iter().zip(&group.masks).zip(logprobs) {
+        assert_eq!(tokens.len(), masks.len());
+        assert_eq!(tokens.len(), lps.len());
+        let prompt = masks.iter().take_while(|&&m| m == -100).count();
+        assert!(
+            prompt > 10 && prompt < tokens.len(),
+            "prompt of {prompt} tokens"
+        );
+        for i in 0..tokens.len() {
+            if i < prompt {
+                assert_eq!(lps[i], 1.0);
+            } else {
+                assert_eq!(masks[i], tokens[i]);
+                assert!(lps[i] <= 0.0, "logprob {} at {i}", lps[i]);
+            }
+        }
+    }
+    for score in &group.scores {
+        assert!([0.0, 0.1, 1.0].contains(score), "score {score}");
+    }
+}
+
+#[tokio::test]
+async fn process_writes_atropos_groups_and_a_viewer() {
+    let dir = TempDir::new("process");
+    let out = dir.0.join("groups.jsonl");
+    let mut args = vec!["process".to_owned(), "arithmetic".to_owned()];
+    args.extend(small_embedded_run());
+    args.extend(["--groups", "2", "--out"].map(String::from));
+    args.push(out.display().to_string());
+    run_env(&args).await;
+
+    let text = std::fs::read_to_string(&out).unwrap();
+    let groups: Vec<ScoredData> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each line is a ScoredDataGroup"))
+        .collect();
+    assert_eq!(groups.len(), 2);
+    for group in &groups {
+        assert_training_layout(group);
+        assert_eq!(group.tokens.len(), 2);
+    }
+    let html = std::fs::read_to_string(out.with_extension("html")).unwrap();
+    assert!(html.contains("<html") && !html.contains("<script"));
+    let first_answer = groups[0].messages.as_ref().unwrap()[0].last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let shown = lachesis::envs::process::escape(first_answer.lines().next().unwrap_or_default());
+    assert!(html.contains(&shown), "the viewer shows {shown:?}");
+}
+
+#[tokio::test]
+async fn evaluate_writes_metrics_and_samples() {
+    let dir = TempDir::new("evaluate");
+    let mut args = vec!["evaluate".to_owned(), "arithmetic".to_owned()];
+    args.extend(small_embedded_run());
+    args.extend(["--set", "eval_size=4", "--out"].map(String::from));
+    args.push(dir.0.display().to_string());
+    run_env(&args).await;
+
+    let metrics: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.0.join("metrics.json")).unwrap())
+            .unwrap();
+    let general = &metrics["config_general"];
+    assert!(general["model_name"].is_string());
+    assert!(general["generation_parameters"].is_object());
+    let results = metrics["results"].as_object().unwrap();
+    let task = results
+        .keys()
+        .find(|k| k.starts_with("atropos|"))
+        .expect("an atropos|task|0 entry");
+    assert_eq!(results[task], results["all"]);
+    let correct = results["all"]["eval/percent_correct"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&correct));
+    let samples = std::fs::read_to_string(dir.0.join("samples.jsonl")).unwrap();
+    assert_eq!(samples.lines().count(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_pushes_groups_a_trainer_pulls() {
+    let app = TestApp::spawn().await;
+    app.post("/register", &registration(4)).await;
+    let mut args = vec!["serve".to_owned(), "arithmetic".to_owned()];
+    args.extend(small_embedded_run());
+    args.extend(["--allow-same-scores", "--api"].map(String::from));
+    args.push(app.base.clone());
+    let mut worker = tokio::process::Command::new(lachesis_bin())
+        .arg("env")
+        .args(&args)
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+
+    let started = Instant::now();
+    let batch = loop {
+        let answer = app.get("/batch").await;
+        if !answer["batch"].is_null() {
+            break answer["batch"].clone();
+        }
+        if let Ok(Some(status)) = worker.try_wait() {
+            panic!("the environment worker exited early: {status}");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "no batch after 10 minutes"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let groups: Vec<ScoredData> = serde_json::from_value(batch).unwrap();
+    let sequences: usize = groups.iter().map(|g| g.tokens.len()).sum();
+    assert_eq!(sequences, 4, "a batch of batch_size sequences");
+    for group in &groups {
+        assert_training_layout(group);
+    }
+    let status = app.get("/status").await;
+    assert!(status["queue_size"].as_i64().is_some());
+    worker.kill().await.unwrap();
+}
