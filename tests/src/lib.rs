@@ -61,6 +61,7 @@ pub fn config_for(database_url: &str) -> ServeConfig {
         batch_gzip: false,
         api_token: None,
         model: None,
+        envs: Vec::new(),
     }
 }
 

@@ -6,7 +6,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use lachesis_shared::atropos::ScoredData;
-use lachesis_tests::{TestApp, lachesis_bin, model_path, registration};
+use lachesis_tests::{TestApp, config_for, fresh_database, lachesis_bin, model_path, registration};
 use serde_json::Value;
 
 /// A directory under the temp dir, removed when dropped.
@@ -197,4 +197,37 @@ async fn serve_pushes_groups_a_trainer_pulls() {
     let status = app.get("/status").await;
     assert!(status["queue_size"].as_i64().is_some());
     worker.kill().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_runs_an_environment_in_process() {
+    let mut config = config_for(&fresh_database().await);
+    config.model = Some(model_path());
+    config.envs = vec![
+        r#"arithmetic:{"group_size": 4, "max_tokens": 24, "seed": 3}"#
+            .parse()
+            .unwrap(),
+    ];
+    let app = TestApp::spawn_with(config).await;
+    app.post("/register", &registration(4)).await;
+    let started = Instant::now();
+    let batch = loop {
+        let answer = app.get("/batch").await;
+        if !answer["batch"].is_null() {
+            break answer["batch"].clone();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "no batch from the in-process environment after 10 minutes"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let groups: Vec<ScoredData> = serde_json::from_value(batch).unwrap();
+    assert_eq!(groups.len(), 1);
+    assert_training_layout(&groups[0]);
+    let scores = &groups[0].scores;
+    assert!(
+        scores.iter().any(|s| *s != scores[0]),
+        "equal-score groups are dropped: {scores:?}"
+    );
 }

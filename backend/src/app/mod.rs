@@ -136,6 +136,8 @@ pub struct Server {
     listener: TcpListener,
     router: Router,
     pub state: AppState,
+    envs: Vec<crate::envs::in_process::EnvSpec>,
+    api_token: Option<String>,
 }
 
 impl Server {
@@ -165,6 +167,8 @@ impl Server {
             listener,
             router: router(state.clone()),
             state,
+            envs: config.envs.clone(),
+            api_token: config.api_token.clone(),
         })
     }
 
@@ -174,14 +178,36 @@ impl Server {
             .expect("a bound listener has an address")
     }
 
-    /// Serves until `shutdown` resolves, then finishes in-flight requests.
+    /// Serves (and runs the in-process environments) until `shutdown` resolves, then finishes
+    /// in-flight requests.
     pub async fn run_until(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
+        let (stop_envs, envs_stopped) = tokio::sync::watch::channel(false);
+        let envs = crate::envs::in_process::spawn(
+            &self.envs,
+            &format!("http://{}", self.local_addr()),
+            self.api_token.clone(),
+            self.state.engine.as_ref(),
+            &envs_stopped,
+        )?;
         axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown)
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                let _ = stop_envs.send(true);
+            })
             .await?;
+        // A runner stops at its next check; one stuck in a long generation is cut off.
+        for env in envs {
+            let abort = env.abort_handle();
+            if tokio::time::timeout(std::time::Duration::from_secs(10), env)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
         self.state.db.close().await;
         Ok(())
     }

@@ -12,6 +12,7 @@ pub mod arithmetic;
 pub mod cli;
 pub mod client;
 pub mod evaluate;
+pub mod in_process;
 pub mod pacing;
 pub mod process;
 pub mod runner;
@@ -61,6 +62,7 @@ impl Default for EnvConfig {
 
 /// What `build` may override; every `None` keeps the environment's own default.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct EnvOptions {
     /// Seeds the item stream, so two runs with one seed see the same items in the same order.
     pub seed: u64,

@@ -1,0 +1,102 @@
+//! Environments run inside `lachesis serve`: each one a runner task posting to the server's own
+//! address, answered by the embedded model in the same process. They register like any worker and
+//! wait for a trainer, then produce groups until the server shuts down.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use lachesis_inference::Engine;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::runner::{self, RunnerConfig};
+use super::{EnvOptions, build};
+use crate::policy::{EmbeddedPolicy, Policy};
+
+/// One `--env` value: `NAME`, or `NAME:{"group_size": 4, "max_tokens": 64, ...}` (EnvOptions as JSON).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvSpec {
+    pub name: String,
+    pub options: EnvOptions,
+}
+
+impl std::str::FromStr for EnvSpec {
+    type Err = String;
+
+    fn from_str(spec: &str) -> Result<Self, Self::Err> {
+        let (name, options) = match spec.split_once(':') {
+            Some((name, json)) => (
+                name,
+                serde_json::from_str(json).map_err(|e| {
+                    format!("--env {name}: options are not valid EnvOptions JSON: {e}")
+                })?,
+            ),
+            None => (spec, EnvOptions::default()),
+        };
+        if name.is_empty() {
+            return Err("--env needs an environment name".into());
+        }
+        Ok(Self {
+            name: name.to_owned(),
+            options,
+        })
+    }
+}
+
+/// Starts one runner per spec against `api`. Fails at once for unknown environments or when no
+/// embedded model is loaded, so a misconfigured server does not start.
+pub fn spawn(
+    specs: &[EnvSpec],
+    api: &str,
+    api_token: Option<String>,
+    engine: Option<&Engine>,
+    shutdown: &watch::Receiver<bool>,
+) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    if specs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let engine = engine.context(
+        "in-process environments (--env) answer with the embedded model: load one with --model",
+    )?;
+    let policy: Arc<dyn Policy> = Arc::new(EmbeddedPolicy::new(engine.clone()));
+    let mut handles = Vec::new();
+    for spec in specs {
+        let env =
+            build(&spec.name, &spec.options).with_context(|| format!("--env {}", spec.name))?;
+        let config = RunnerConfig {
+            api_token: api_token.clone(),
+            // Until the server stops, whatever the trainer's step count.
+            total_steps: Some(0),
+            ..RunnerConfig::default()
+        };
+        let api = api.to_owned();
+        let policy = policy.clone();
+        let shutdown = shutdown.clone();
+        let name = spec.name.clone();
+        handles.push(tokio::spawn(async move {
+            match runner::run(&api, env.as_ref(), policy, config, shutdown).await {
+                Ok(report) => {
+                    tracing::info!(env = %name, ?report, "in-process environment stopped")
+                }
+                Err(e) => tracing::error!(env = %name, error = %e, "in-process environment failed"),
+            }
+        }));
+    }
+    Ok(handles)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EnvSpec;
+
+    #[test]
+    fn specs_name_an_environment_and_optional_options() {
+        let plain: EnvSpec = "arithmetic".parse().unwrap();
+        assert_eq!(plain.name, "arithmetic");
+        let tuned: EnvSpec = r#"arithmetic:{"group_size": 2, "max_tokens": 16}"#.parse().unwrap();
+        assert_eq!(tuned.options.group_size, Some(2));
+        assert_eq!(tuned.options.max_tokens, Some(16));
+        assert!("arithmetic:{\"group_sise\": 2}".parse::<EnvSpec>().is_err());
+        assert!(":{}".parse::<EnvSpec>().is_err());
+    }
+}
