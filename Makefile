@@ -13,7 +13,7 @@ endif
 LACHESIS_PG_PORT ?= 54329
 export LACHESIS_PG_PORT
 
-.PHONY: run test bench tools frontend pg-start pg-stop
+.PHONY: run test bench bench-generate tools frontend pg-start pg-stop
 
 run:
 	exec scripts/run.sh
@@ -24,6 +24,10 @@ test:
 # Ours and atroposlib's run-api side by side, durability on (BENCH_ARGS go to `lachesis bench api`).
 bench:
 	scripts/bench-api.sh $(BENCH_ARGS)
+
+# The embedded model against llama.cpp's server on the same GGUF (BENCH_ARGS go to `lachesis bench generate`).
+bench-generate:
+	scripts/bench-generate.sh $(BENCH_ARGS)
 
 # Trunk, wasm-bindgen-cli, the wasm32 target and npm's binaryen, each only when missing.
 tools:
