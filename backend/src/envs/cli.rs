@@ -399,13 +399,21 @@ mod tests {
     }
 
     #[test]
-    fn unwired_policies_say_so_and_baseline_builds() {
+    fn policies_missing_what_they_need_say_so_and_baseline_builds() {
         let cli = Cli::try_parse_from(["env", "evaluate", "arithmetic", "--out", "d"]).unwrap();
         let EnvCommand::Evaluate(mut args) = cli.command else {
             panic!("expected evaluate");
         };
-        let err = build_policy(&args.policy).err().expect("not wired");
-        assert!(err.to_string().contains("not wired"), "{err}");
+        args.policy.policy = PolicyKind::Vllm;
+        let err = build_policy(&args.policy).err().expect("no server given");
+        assert!(err.to_string().contains("--server"), "{err}");
+        args.policy.servers = vec!["http://127.0.0.1:9".into()];
+        args.policy.model = Some("/nonexistent/model.gguf".into());
+        let err = build_policy(&args.policy).err().expect("no tokenizer");
+        assert!(format!("{err:#}").contains("model.gguf"), "{err:#}");
+        args.policy.policy = PolicyKind::Embedded;
+        assert!(build_policy(&args.policy).is_err());
+        args.policy.model = None;
         args.policy.policy = PolicyKind::Baseline;
         assert!(build_policy(&args.policy).is_ok());
     }
