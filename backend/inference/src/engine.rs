@@ -120,31 +120,19 @@ struct Job {
 }
 
 impl Engine {
-    /// Loads a GGUF model (weights and tokenizer) and starts its worker thread.
+    /// Loads a model and starts its worker thread: a GGUF file (weights and tokenizer), or a
+    /// Hugging Face llama directory (`config.json`, `*.safetensors`, `tokenizer.json`).
     pub fn load(path: &Path, options: EngineOptions) -> Result<Self, EngineError> {
-        let mut file = std::fs::File::open(path)
-            .map_err(|e| EngineError::Model(format!("opening {}: {e}", path.display())))?;
-        let content = gguf_file::Content::read(&mut file).map_err(|e| {
-            EngineError::Model(format!("{} is not a GGUF file: {e}", path.display()))
-        })?;
-        let architecture = content
-            .metadata
-            .get("general.architecture")
-            .and_then(|v| v.to_string().ok().cloned())
-            .unwrap_or_default();
-        if architecture != "llama" {
-            return Err(EngineError::Model(format!(
-                "architecture {architecture:?} is not supported (llama is)"
-            )));
-        }
-        let tokenizer = ModelTokenizer::from_gguf(&content)?;
-        let name = content
-            .metadata
-            .get("general.name")
-            .and_then(|v| v.to_string().ok().cloned())
-            .or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()))
-            .unwrap_or_else(|| "model".into());
-        let model = Llama::from_gguf(&content, &mut file, options.context_cap, true)?;
+        let (model, tokenizer, name) = if path.is_dir() {
+            let model = Llama::from_safetensors(path, options.context_cap, true)?;
+            let tokenizer = ModelTokenizer::from_hf_dir(path)?;
+            let name = path
+                .file_name()
+                .map_or_else(|| "model".into(), |s| s.to_string_lossy().into_owned());
+            (model, tokenizer, name)
+        } else {
+            load_gguf(path, options.context_cap)?
+        };
         let context = model.context_length;
         let info = ModelInfo {
             name,
@@ -206,6 +194,36 @@ impl Engine {
             })?;
         answer.await.map_err(|_| EngineError::Stopped)?
     }
+}
+
+/// A GGUF file's model, tokenizer and name.
+fn load_gguf(
+    path: &Path,
+    context_cap: usize,
+) -> Result<(Llama, ModelTokenizer, String), EngineError> {
+    let mut file = std::fs::File::open(path)
+        .map_err(|e| EngineError::Model(format!("opening {}: {e}", path.display())))?;
+    let content = gguf_file::Content::read(&mut file)
+        .map_err(|e| EngineError::Model(format!("{} is not a GGUF file: {e}", path.display())))?;
+    let architecture = content
+        .metadata
+        .get("general.architecture")
+        .and_then(|v| v.to_string().ok().cloned())
+        .unwrap_or_default();
+    if architecture != "llama" {
+        return Err(EngineError::Model(format!(
+            "architecture {architecture:?} is not supported (llama is)"
+        )));
+    }
+    let tokenizer = ModelTokenizer::from_gguf(&content)?;
+    let name = content
+        .metadata
+        .get("general.name")
+        .and_then(|v| v.to_string().ok().cloned())
+        .or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "model".into());
+    let model = Llama::from_gguf(&content, &mut file, context_cap, true)?;
+    Ok((model, tokenizer, name))
 }
 
 struct Worker {

@@ -4,6 +4,7 @@
 //! Kept apart from the server crate so candle is compiled once and the server rebuilds quickly.
 
 mod engine;
+mod hf;
 pub mod llama;
 mod sampling;
 mod tokenizer;

@@ -20,16 +20,28 @@ const SLOW_ON_CPU: [GgmlDType; 4] = [
 ];
 
 #[derive(Debug, Clone)]
-struct Layer {
-    attn_norm: Tensor,
-    wq: QMatMul,
-    wk: QMatMul,
-    wv: QMatMul,
-    wo: QMatMul,
-    ffn_norm: Tensor,
-    gate: QMatMul,
-    up: QMatMul,
-    down: QMatMul,
+pub(crate) struct Layer {
+    pub attn_norm: Tensor,
+    pub wq: QMatMul,
+    pub wk: QMatMul,
+    pub wv: QMatMul,
+    pub wo: QMatMul,
+    pub ffn_norm: Tensor,
+    pub gate: QMatMul,
+    pub up: QMatMul,
+    pub down: QMatMul,
+}
+
+/// The numbers that shape a llama, whatever file it came from.
+pub(crate) struct Shape {
+    pub n_head: usize,
+    pub n_kv_head: usize,
+    pub hidden: usize,
+    pub eps: f32,
+    pub rope_base: f32,
+    pub context: usize,
+    /// GGUF's permuted q/k weights pair dimensions (2i, 2i+1); Hugging Face's pair (i, i + d/2).
+    pub rope_interleaved: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -44,6 +56,7 @@ pub struct Llama {
     n_kv_head: usize,
     head_dim: usize,
     eps: f32,
+    rope_interleaved: bool,
     pub context_length: usize,
 }
 
@@ -95,16 +108,6 @@ impl Llama {
         let context = md("llama.context_length")
             .and_then(|v| v.to_u32())
             .map_or(context_cap, |c| (c as usize).min(context_cap));
-        let head_dim = hidden / n_head;
-        if n_head == 0
-            || n_kv_head == 0
-            || !n_head.is_multiple_of(n_kv_head)
-            || head_dim * n_head != hidden
-        {
-            candle_core::bail!(
-                "inconsistent attention shape: {n_head} heads, {n_kv_head} kv heads"
-            );
-        }
         let mut tensor = |name: &str| content.tensor(reader, name, device);
         let matmul = |t: QTensor| -> Result<QMatMul> {
             if requantize && SLOW_ON_CPU.contains(&t.dtype()) {
@@ -137,6 +140,52 @@ impl Llama {
                 down: matmul(get("ffn_down")?)?,
             });
         }
+        Self::assemble(
+            embeddings,
+            layers,
+            norm,
+            output,
+            Shape {
+                n_head,
+                n_kv_head,
+                hidden,
+                eps,
+                rope_base,
+                context,
+                rope_interleaved: true,
+            },
+        )
+    }
+
+    /// Checks the attention shape and precomputes the rotary tables.
+    pub(crate) fn assemble(
+        embeddings: Tensor,
+        layers: Vec<Layer>,
+        norm: Tensor,
+        output: QMatMul,
+        shape: Shape,
+    ) -> Result<Self> {
+        let Shape {
+            n_head,
+            n_kv_head,
+            hidden,
+            eps,
+            rope_base,
+            context,
+            rope_interleaved,
+        } = shape;
+        let head_dim = if n_head == 0 { 0 } else { hidden / n_head };
+        if n_head == 0
+            || n_kv_head == 0
+            || !n_head.is_multiple_of(n_kv_head)
+            || head_dim * n_head != hidden
+            || !head_dim.is_multiple_of(2)
+        {
+            candle_core::bail!(
+                "inconsistent attention shape: hidden {hidden}, {n_head} heads, {n_kv_head} kv heads"
+            );
+        }
+        let device = &Device::Cpu;
         let inv_freq: Vec<f32> = (0..head_dim)
             .step_by(2)
             .map(|i| 1.0 / rope_base.powf(i as f32 / head_dim as f32))
@@ -157,6 +206,7 @@ impl Llama {
             n_kv_head,
             head_dim,
             eps,
+            rope_interleaved,
             context_length: context,
         })
     }
@@ -221,11 +271,19 @@ impl Llama {
         let q = heads(layer.wq.forward(x)?, self.n_head)?;
         let k = heads(layer.wk.forward(x)?, self.n_kv_head)?;
         let v = heads(layer.wv.forward(x)?, self.n_kv_head)?;
-        // llama's GGUF weights use the interleaved ("NORM") rotary layout.
         let cos = self.cos.narrow(0, position, seq_len)?;
         let sin = self.sin.narrow(0, position, seq_len)?;
-        let q = candle_nn::rotary_emb::rope_i(&q, &cos, &sin)?;
-        let k = candle_nn::rotary_emb::rope_i(&k, &cos, &sin)?;
+        let (q, k) = if self.rope_interleaved {
+            (
+                candle_nn::rotary_emb::rope_i(&q, &cos, &sin)?,
+                candle_nn::rotary_emb::rope_i(&k, &cos, &sin)?,
+            )
+        } else {
+            (
+                candle_nn::rotary_emb::rope(&q, &cos, &sin)?,
+                candle_nn::rotary_emb::rope(&k, &cos, &sin)?,
+            )
+        };
         let (k, v) = match slot.take() {
             Some((k_cache, v_cache)) if position > 0 => (
                 Tensor::cat(&[&k_cache, &k], 2)?,
