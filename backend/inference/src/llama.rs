@@ -174,7 +174,7 @@ impl Llama {
             context,
             rope_interleaved,
         } = shape;
-        let head_dim = if n_head == 0 { 0 } else { hidden / n_head };
+        let head_dim = hidden.checked_div(n_head).unwrap_or(0);
         if n_head == 0
             || n_kv_head == 0
             || !n_head.is_multiple_of(n_kv_head)
