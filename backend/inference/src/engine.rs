@@ -373,31 +373,45 @@ impl Session {
                 choice.finished = Some(FinishReason::Stop);
                 continue;
             }
-            choice.text = tokenizer.decode(&choice.tokens)?;
-            if let Some(cut) = first_stop(&choice.text, &params.stop) {
-                choice.text.truncate(cut);
-                choice.finished = Some(FinishReason::Stop);
-            } else if choice.tokens.len() >= params.max_tokens || self.position + 1 >= context {
+            // Stop strings need the text at every step; otherwise it is decoded once at the end.
+            if !params.stop.is_empty() {
+                choice.text = tokenizer.decode(&choice.tokens)?;
+                if let Some(cut) = first_stop(&choice.text, &params.stop) {
+                    choice.text.truncate(cut);
+                    choice.finished = Some(FinishReason::Stop);
+                    continue;
+                }
+            }
+            if choice.tokens.len() >= params.max_tokens || self.position + 1 >= context {
                 choice.finished = Some(FinishReason::Length);
             }
         }
         if self.choices.iter().any(|c| c.finished.is_none()) {
             return Ok(None);
         }
+        let mut choices = Vec::with_capacity(self.choices.len());
+        for c in self.choices.drain(..) {
+            let text = if params.stop.is_empty() {
+                let spoken = match c.tokens.split_last() {
+                    Some((&last, rest)) if last == eos => rest,
+                    _ => &c.tokens[..],
+                };
+                tokenizer.decode(spoken)?
+            } else {
+                c.text
+            };
+            choices.push(Choice {
+                tokens: c.tokens,
+                logprobs: c.logprobs,
+                text,
+                finish_reason: c.finished.unwrap_or(FinishReason::Length),
+            });
+        }
         let total = self.started.elapsed().as_secs_f64();
         Ok(Some(Generation {
             prompt_tokens: prompt.clone(),
             prompt_logprobs: self.prompt_logprobs.take(),
-            choices: self
-                .choices
-                .drain(..)
-                .map(|c| Choice {
-                    tokens: c.tokens,
-                    logprobs: c.logprobs,
-                    text: c.text,
-                    finish_reason: c.finished.unwrap_or(FinishReason::Length),
-                })
-                .collect(),
+            choices,
             prompt_seconds: self.prompt_seconds,
             generation_seconds: total - self.prompt_seconds,
         }))

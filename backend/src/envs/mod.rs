@@ -229,21 +229,14 @@ pub fn generation_params(config: &EnvConfig, policy: &dyn Policy) -> Map<String,
 /// A short test-only rollout: `prompt` prompt tokens then `completion` ids.
 #[cfg(test)]
 pub(crate) fn test_rollout(prompt: &[u32], completion: &[u32]) -> Rollout {
-    Rollout {
-        completion: String::new(),
-        tokens: prompt.iter().chain(completion).copied().collect(),
-        masks: prompt
-            .iter()
-            .map(|_| -100)
-            .chain(completion.iter().map(|&t| i64::from(t)))
-            .collect(),
-        inference_logprobs: prompt
-            .iter()
-            .map(|_| 1.0)
-            .chain(completion.iter().map(|_| -0.5))
-            .collect(),
-        finish: crate::policy::Finish::Stop,
-    }
+    let logprobs = vec![-0.5; completion.len()];
+    crate::policy::rollout_from_ids(
+        prompt,
+        completion,
+        &logprobs,
+        String::new(),
+        crate::policy::Finish::Stop,
+    )
 }
 
 /// A fresh directory under the system's temp dir, removed when dropped.

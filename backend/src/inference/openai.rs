@@ -97,14 +97,14 @@ pub async fn completions(
             })
         })
         .collect();
-    Ok(Json(json!({
-        "id": request_id("cmpl"),
-        "object": "text_completion",
-        "created": unix_now(),
-        "model": request.model.unwrap_or_else(|| engine.info().name.clone()),
-        "choices": choices,
-        "usage": usage(&generation),
-    })))
+    Ok(Json(envelope(
+        "cmpl",
+        "text_completion",
+        request.model,
+        engine,
+        choices,
+        &generation,
+    )))
 }
 
 #[derive(Debug, Deserialize)]
@@ -173,14 +173,33 @@ pub async fn chat_completions(
             })
         })
         .collect();
-    Ok(Json(json!({
-        "id": request_id("chatcmpl"),
-        "object": "chat.completion",
+    Ok(Json(envelope(
+        "chatcmpl",
+        "chat.completion",
+        request.model,
+        engine,
+        choices,
+        &generation,
+    )))
+}
+
+/// The fields every OpenAI completion answer carries around its choices.
+fn envelope(
+    id_prefix: &str,
+    object: &str,
+    model: Option<String>,
+    engine: &Engine,
+    choices: Vec<Value>,
+    generation: &Generation,
+) -> Value {
+    json!({
+        "id": request_id(id_prefix),
+        "object": object,
         "created": unix_now(),
-        "model": request.model.unwrap_or_else(|| engine.info().name.clone()),
+        "model": model.unwrap_or_else(|| engine.info().name.clone()),
         "choices": choices,
-        "usage": usage(&generation),
-    })))
+        "usage": usage(generation),
+    })
 }
 
 fn usage(generation: &Generation) -> Value {

@@ -12,7 +12,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::{Problem, render_answer};
-use crate::policy::{Finish, Policy, PolicyError, PolicyRequest, Rollout};
+use crate::policy::{Finish, Policy, PolicyError, PolicyRequest, Rollout, rollout_from_ids};
 
 /// The logprob reported for every generated token: the baseline samples nothing, so any fixed,
 /// plausible value (ln 0.9) serves trainers that compute importance ratios.
@@ -98,21 +98,14 @@ impl BaselinePolicy {
                 }
             };
         }
-        Ok(Rollout {
-            completion: completion_text,
-            masks: prompt
-                .iter()
-                .map(|_| -100)
-                .chain(completion.iter().map(|&t| i64::from(t)))
-                .collect(),
-            inference_logprobs: prompt
-                .iter()
-                .map(|_| 1.0)
-                .chain(completion.iter().map(|_| SYNTHETIC_LOGPROB))
-                .collect(),
-            tokens: prompt.into_iter().chain(completion).collect(),
+        let logprobs = vec![SYNTHETIC_LOGPROB; completion.len()];
+        Ok(rollout_from_ids(
+            &prompt,
+            &completion,
+            &logprobs,
+            completion_text,
             finish,
-        })
+        ))
     }
 
     fn complete_now(&self, request: &PolicyRequest) -> Result<Vec<Rollout>, PolicyError> {
