@@ -164,7 +164,7 @@ mod tests {
                 op: Op::Sub,
                 b: 30,
             }
-            .messages(),
+            .messages(2),
             n,
             max_tokens,
             temperature: 1.0,

@@ -59,6 +59,26 @@ impl Op {
     }
 }
 
+/// Worked examples shown before the question (see [`Problem::messages`]); operands outside the
+/// default ranges, so they never coincide with a drawn or evaluation problem.
+const EXAMPLES: [Problem; 3] = [
+    Problem {
+        a: 23,
+        op: Op::Add,
+        b: 19,
+    },
+    Problem {
+        a: 12,
+        op: Op::Mul,
+        b: 11,
+    },
+    Problem {
+        a: 31,
+        op: Op::Sub,
+        b: 45,
+    },
+];
+
 /// One problem; also the environment's `Item` (`{"a": 3, "op": "+", "b": 4}`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Problem {
@@ -81,11 +101,30 @@ impl Problem {
         format!("What is {} {} {}?", self.a, self.op.symbol(), self.b)
     }
 
-    pub fn messages(&self) -> Vec<ChatMessage> {
-        vec![
-            ChatMessage::new("system", SYSTEM_PROMPT),
-            ChatMessage::new("user", self.question()),
-        ]
+    /// The conversation asking this problem, after `examples` solved ones (at most
+    /// [`EXAMPLES`]'s length). A 135M model rarely follows the `Answer:` instruction from the
+    /// system prompt alone; two worked exchanges make it write the asked-for form often enough
+    /// that groups differ in reward.
+    pub fn messages(&self, examples: usize) -> Vec<ChatMessage> {
+        let mut messages = vec![ChatMessage::new("system", SYSTEM_PROMPT)];
+        for example in EXAMPLES.iter().take(examples) {
+            messages.push(ChatMessage::new("user", example.question()));
+            messages.push(ChatMessage::new("assistant", example.worked_answer()));
+        }
+        messages.push(ChatMessage::new("user", self.question()));
+        messages
+    }
+
+    /// A short worked solution ending in the rendered final answer.
+    fn worked_answer(&self) -> String {
+        let result = self.answer().unwrap_or_default();
+        format!(
+            "{} {} {} = {result}\n{}",
+            self.a,
+            self.op.symbol(),
+            self.b,
+            render_answer(result)
+        )
     }
 
     /// Reads a problem back from the text of [`Problem::question`] (the baseline policy's "eyes").
@@ -129,6 +168,8 @@ pub struct Settings {
     pub max_factor: i64,
     pub eval_size: usize,
     pub eval_temperature: f32,
+    /// Worked examples before each question (0 to 3).
+    pub examples: usize,
 }
 
 impl Default for Settings {
@@ -139,6 +180,7 @@ impl Default for Settings {
             max_factor: 10,
             eval_size: 32,
             eval_temperature: 0.0,
+            examples: 2,
         }
     }
 }
@@ -160,6 +202,12 @@ impl ArithmeticEnv {
             return Err(EnvError::InvalidOption(
                 "max_operand and max_factor must be between 0 and 1000000".into(),
             ));
+        }
+        if settings.examples > EXAMPLES.len() {
+            return Err(EnvError::InvalidOption(format!(
+                "examples must be at most {}",
+                EXAMPLES.len()
+            )));
         }
         let defaults = EnvConfig {
             group_size: 8,
@@ -234,7 +282,7 @@ impl ArithmeticEnv {
 
     fn request(&self, problem: &Problem, n: usize, temperature: f32) -> PolicyRequest {
         PolicyRequest {
-            messages: problem.messages(),
+            messages: problem.messages(self.settings.examples),
             n,
             max_tokens: self.config.max_tokens,
             temperature,
@@ -389,6 +437,34 @@ mod tests {
         };
         assert!(matches!(
             ArithmeticEnv::new(&options),
+            Err(EnvError::InvalidOption(_))
+        ));
+    }
+
+    #[test]
+    fn worked_examples_precede_the_question_and_parse_back() {
+        let problem = Problem {
+            a: 3,
+            op: Op::Mul,
+            b: 4,
+        };
+        let messages = problem.messages(2);
+        let roles: Vec<&str> = messages.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(
+            roles,
+            ["system", "user", "assistant", "user", "assistant", "user"]
+        );
+        assert_eq!(messages[5].content, "What is 3 * 4?");
+        for (example, answer) in EXAMPLES.iter().zip([&messages[2], &messages[4]]) {
+            assert_eq!(parse_answer(&answer.content).ok(), example.answer());
+        }
+        assert_eq!(problem.messages(0).len(), 2);
+        let too_many = EnvOptions {
+            settings: serde_json::Map::from_iter([("examples".into(), json!(4))]),
+            ..EnvOptions::default()
+        };
+        assert!(matches!(
+            ArithmeticEnv::new(&too_many),
             Err(EnvError::InvalidOption(_))
         ));
     }
