@@ -2,6 +2,9 @@
 //!
 //! Everything here is serde + pure code so it compiles to wasm32 and native alike.
 
+pub mod accounts;
 pub mod atropos;
 pub mod error;
+pub mod live;
+pub mod runs;
 pub mod status;

@@ -1,0 +1,153 @@
+//! The live hub's protocol: one WebSocket per browser tab (`GET /ws`), text frames of JSON.
+//!
+//! The client subscribes to topics; the server pushes events on them. Both directions are closed
+//! enums, parsed once and dispatched with `match`. A frame that does not parse gets
+//! [`ServerMsg::Error`] and the connection stays open.
+//!
+//! Delivery: events of one topic arrive in order. State topics (a run's status) are coalesced: a
+//! slow client gets the latest value, not every one. Stream events (scored groups, trainer metrics)
+//! wait in a bounded queue per connection; when it is full the oldest are dropped and the client
+//! is told how many with [`ServerMsg::Lagged`], so it can reload what it missed over HTTP.
+
+use serde::{Deserialize, Serialize};
+
+use crate::runs::{GroupSummary, RunStatusPoint, TrainerPoint};
+
+/// Bumped on any incompatible change; the server states its version in [`ServerMsg::Welcome`].
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// What a client can subscribe to. Issues that add scenes, games and the marketplace add the
+/// events they publish to [`LiveEvent`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Topic {
+    /// Everything about one run: its groups, status and trainer metrics.
+    Run { run: String },
+    /// One environment of a run: only its groups.
+    Env { run: String, env_id: i64 },
+    /// A spatial scene.
+    Scene { scene: String },
+    /// A chess game.
+    Game { game: String },
+    /// The judge marketplace's feed.
+    Marketplace,
+}
+
+impl Topic {
+    /// The run whose permissions govern this topic, if any.
+    pub fn run(&self) -> Option<&str> {
+        match self {
+            Topic::Run { run } | Topic::Env { run, .. } => Some(run),
+            _ => None,
+        }
+    }
+}
+
+/// Browser → server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ClientMsg {
+    Subscribe { topic: Topic },
+    Unsubscribe { topic: Topic },
+    /// Application-level heartbeat: browsers cannot see WebSocket ping frames, so the client
+    /// pings and treats a missing pong as a dead connection.
+    Ping { nonce: u64 },
+}
+
+/// Server → browser.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerMsg {
+    /// The first frame on every connection.
+    Welcome {
+        version: u32,
+        /// How often the client should ping; the server closes connections silent for 3x this.
+        heartbeat_ms: u64,
+        /// The signed-in user's name; `None` for anonymous visitors and token clients.
+        user: Option<String>,
+    },
+    Subscribed {
+        topic: Topic,
+    },
+    Unsubscribed {
+        topic: Topic,
+    },
+    Event {
+        topic: Topic,
+        event: LiveEvent,
+    },
+    /// `dropped` events of `topic` were discarded because this client read too slowly.
+    Lagged {
+        topic: Topic,
+        dropped: u64,
+    },
+    Pong {
+        nonce: u64,
+    },
+    Error {
+        code: LiveErrorCode,
+        message: String,
+    },
+}
+
+/// Why the server refused a frame or a subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LiveErrorCode {
+    /// Not JSON, or not a `ClientMsg`.
+    Malformed,
+    /// A binary frame or a frame over the size limit.
+    Unsupported,
+    /// The topic does not exist or the client may not read it (deliberately the same answer).
+    NotFound,
+    /// Too many subscriptions on this connection.
+    TooManySubscriptions,
+}
+
+/// What happened on a topic.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LiveEvent {
+    /// A scored group was stored (stream).
+    Group(GroupSummary),
+    /// The run's step and queue depth (state: coalesced).
+    Status(RunStatusPoint),
+    /// A trainer reported metrics for a step (stream).
+    Trainer(TrainerPoint),
+}
+
+impl LiveEvent {
+    /// State events replace an undelivered predecessor on the same topic instead of queueing.
+    pub fn is_state(&self) -> bool {
+        matches!(self, LiveEvent::Status(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_have_a_stable_tagged_shape() {
+        let subscribe: ClientMsg =
+            serde_json::from_str(r#"{"type":"subscribe","topic":{"kind":"run","run":"r1"}}"#)
+                .unwrap();
+        assert_eq!(
+            subscribe,
+            ClientMsg::Subscribe {
+                topic: Topic::Run { run: "r1".into() }
+            }
+        );
+        let lagged = serde_json::to_value(ServerMsg::Lagged {
+            topic: Topic::Marketplace,
+            dropped: 3,
+        })
+        .unwrap();
+        assert_eq!(
+            lagged,
+            serde_json::json!({"type": "lagged", "topic": {"kind": "marketplace"}, "dropped": 3})
+        );
+        assert!(serde_json::from_str::<ClientMsg>(r#"{"type":"subscribe"}"#).is_err());
+        assert!(serde_json::from_str::<ClientMsg>(r#"{"type":"shout","topic":null}"#).is_err());
+    }
+}
