@@ -1,0 +1,243 @@
+//! The typed HTTP client: one function per backend route the pages use.
+//!
+//! Two pieces of state live here rather than in every caller, because every request needs them:
+//! the CSRF token (sent as `X-CSRF-Token` on each mutation, since the session cookie alone must
+//! not be enough to change anything) and what to do on HTTP 401 (the app installs a hook that
+//! sends the visitor to `/login`). The browser is single-threaded, so thread-locals are the
+//! natural home.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::rc::Rc;
+
+use gloo_net::http::{Request, RequestBuilder, Response};
+use lachesis_shared::accounts::{
+    AuthState, CreatedToken, Login, Me, Member, Membership, NewAccount, NewTeam, NewToken,
+    TokenInfo, Visibility,
+};
+use lachesis_shared::error::ErrorBody;
+use lachesis_shared::runs::{GroupDetail, RunMetrics, RunSummary};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+thread_local! {
+    static CSRF: RefCell<Option<String>> = const { RefCell::new(None) };
+    static ON_UNAUTHORIZED: RefCell<Option<Rc<dyn Fn()>>> = const { RefCell::new(None) };
+}
+
+/// Remembers the CSRF token of the signed-in session (from [`Me`]); `None` after sign-out.
+pub fn set_csrf(token: Option<String>) {
+    CSRF.with(|c| *c.borrow_mut() = token);
+}
+
+/// What to run when the backend answers 401: the app navigates to the sign-in page.
+pub fn on_unauthorized(hook: impl Fn() + 'static) {
+    ON_UNAUTHORIZED.with(|h| *h.borrow_mut() = Some(Rc::new(hook)));
+}
+
+/// Why a request failed, phrased for a person.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ApiError {
+    /// 401: not signed in (the hook has already been told).
+    Unauthorized(String),
+    /// Any other non-2xx answer, with the server's `detail`.
+    Status { status: u16, message: String },
+    /// The request did not reach the server or the answer could not be read.
+    Network(String),
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ApiError::Unauthorized(message) => write!(f, "{message}"),
+            ApiError::Status { status, message } => write!(f, "{message} (HTTP {status})"),
+            ApiError::Network(message) => write!(f, "{message}"),
+        }
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+/// The built-in environments listed by `GET /api/environments`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Environment {
+    pub name: String,
+    pub description: String,
+}
+
+/// Percent-encodes one path segment or query value (run and team names are user-chosen).
+pub fn encode(part: &str) -> String {
+    String::from(js_sys::encode_uri_component(part))
+}
+
+fn with_csrf(builder: RequestBuilder) -> RequestBuilder {
+    match CSRF.with(|c| c.borrow().clone()) {
+        Some(token) => builder.header("X-CSRF-Token", &token),
+        None => builder,
+    }
+}
+
+/// Sends and turns every non-2xx answer into an [`ApiError`] carrying the server's message.
+async fn send(request: Request, what: &str) -> ApiResult<Response> {
+    send_with(request, what, true).await
+}
+
+/// [`send`], telling the 401 hook only when `redirect` is set.
+async fn send_with(request: Request, what: &str, redirect: bool) -> ApiResult<Response> {
+    let response = request
+        .send()
+        .await
+        .map_err(|e| ApiError::Network(format!("{what}: the server cannot be reached ({e})")))?;
+    if response.ok() {
+        return Ok(response);
+    }
+    let status = response.status();
+    let message = match response.json::<ErrorBody>().await {
+        Ok(body) => body.summary(),
+        Err(_) => format!("{what} failed: {}", response.status_text()),
+    };
+    if status == 401 && redirect {
+        let hook = ON_UNAUTHORIZED.with(|h| h.borrow().clone());
+        if let Some(hook) = hook {
+            hook();
+        }
+    }
+    if status == 401 {
+        return Err(ApiError::Unauthorized(message));
+    }
+    Err(ApiError::Status { status, message })
+}
+
+async fn decode<T: DeserializeOwned>(response: Response, what: &str) -> ApiResult<T> {
+    response
+        .json::<T>()
+        .await
+        .map_err(|e| ApiError::Network(format!("{what}: unexpected answer ({e})")))
+}
+
+async fn get<T: DeserializeOwned>(path: &str) -> ApiResult<T> {
+    get_with(path, true).await
+}
+
+async fn get_with<T: DeserializeOwned>(path: &str, redirect: bool) -> ApiResult<T> {
+    let request = Request::get(path)
+        .header("Accept", "application/json")
+        .build()
+        .map_err(|e| ApiError::Network(e.to_string()))?;
+    decode(send_with(request, path, redirect).await?, path).await
+}
+
+fn json_request<B: Serialize>(builder: RequestBuilder, body: &B) -> ApiResult<Request> {
+    with_csrf(builder)
+        .header("Accept", "application/json")
+        .json(body)
+        .map_err(|e| ApiError::Network(e.to_string()))
+}
+
+async fn post<B: Serialize, T: DeserializeOwned>(path: &str, body: &B) -> ApiResult<T> {
+    let request = json_request(Request::post(path), body)?;
+    decode(send(request, path).await?, path).await
+}
+
+/// A mutation whose answer body does not matter (204s, or a body we do not need).
+async fn mutate_empty(builder: RequestBuilder, path: &str) -> ApiResult<()> {
+    let request = with_csrf(builder)
+        .build()
+        .map_err(|e| ApiError::Network(e.to_string()))?;
+    send(request, path).await.map(|_| ())
+}
+
+// --- accounts -------------------------------------------------------------------------------
+
+pub async fn auth_state() -> ApiResult<AuthState> {
+    get("/api/auth/state").await
+}
+
+/// Quiet about 401: a visitor who is not signed in may still read public runs.
+pub async fn me() -> ApiResult<Me> {
+    get_with("/api/me", false).await
+}
+
+pub async fn setup(account: &NewAccount) -> ApiResult<Me> {
+    post("/api/auth/setup", account).await
+}
+
+pub async fn register(account: &NewAccount) -> ApiResult<Me> {
+    post("/api/auth/register", account).await
+}
+
+pub async fn login(login: &Login) -> ApiResult<Me> {
+    post("/api/auth/login", login).await
+}
+
+pub async fn logout() -> ApiResult<()> {
+    mutate_empty(Request::post("/api/auth/logout"), "/api/auth/logout").await
+}
+
+pub async fn create_team(team: &NewTeam) -> ApiResult<Membership> {
+    post("/api/teams", team).await
+}
+
+pub async fn members(team: &str) -> ApiResult<Vec<Member>> {
+    get(&format!("/api/teams/{}/members", encode(team))).await
+}
+
+pub async fn set_member(team: &str, member: &Member) -> ApiResult<Member> {
+    post(&format!("/api/teams/{}/members", encode(team)), member).await
+}
+
+pub async fn remove_member(team: &str, username: &str) -> ApiResult<()> {
+    let path = format!("/api/teams/{}/members/{}", encode(team), encode(username));
+    mutate_empty(Request::delete(&path), &path).await
+}
+
+pub async fn tokens(team: &str) -> ApiResult<Vec<TokenInfo>> {
+    get(&format!("/api/teams/{}/tokens", encode(team))).await
+}
+
+pub async fn create_token(team: &str, token: &NewToken) -> ApiResult<CreatedToken> {
+    post(&format!("/api/teams/{}/tokens", encode(team)), token).await
+}
+
+pub async fn revoke_token(team: &str, id: i64) -> ApiResult<()> {
+    let path = format!("/api/teams/{}/tokens/{id}", encode(team));
+    mutate_empty(Request::delete(&path), &path).await
+}
+
+// --- runs -----------------------------------------------------------------------------------
+
+pub async fn runs() -> ApiResult<Vec<RunSummary>> {
+    get("/api/runs").await
+}
+
+pub async fn run(run: &str) -> ApiResult<RunSummary> {
+    get(&format!("/api/runs/{}", encode(run))).await
+}
+
+pub async fn metrics(run: &str, limit: usize) -> ApiResult<RunMetrics> {
+    get(&format!("/api/runs/{}/metrics?limit={limit}", encode(run))).await
+}
+
+pub async fn groups(run: &str, limit: usize, env: Option<i64>) -> ApiResult<Vec<GroupDetail>> {
+    let env = env.map(|id| format!("&env={id}")).unwrap_or_default();
+    get(&format!(
+        "/api/runs/{}/groups?limit={limit}{env}",
+        encode(run)
+    ))
+    .await
+}
+
+pub async fn set_visibility(run: &str, public: bool) -> ApiResult<()> {
+    let path = format!("/api/runs/{}/visibility", encode(run));
+    let request = json_request(Request::put(&path), &Visibility { public })?;
+    send(request, &path).await.map(|_| ())
+}
+
+/// Plain links (the browser downloads them with the session cookie).
+pub fn export_url(run: &str, file: &str) -> String {
+    format!("/api/runs/{}/export/{file}", encode(run))
+}
+
+pub async fn environments() -> ApiResult<Vec<Environment>> {
+    get("/api/environments").await
+}

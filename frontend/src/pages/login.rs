@@ -1,0 +1,181 @@
+//! `/login`: sign in, register, or (on a fresh server) create the first owner and team.
+//!
+//! With authentication off there is nothing to sign in to, so the page sends the visitor on.
+
+use lachesis_shared::accounts::{Login, NewAccount};
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use leptos_router::hooks::use_navigate;
+
+use crate::api;
+use crate::app::Session;
+use crate::live::Live;
+
+/// Which form the page shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    SignIn,
+    Register,
+    FirstOwner,
+}
+
+#[component]
+pub fn LoginPage() -> impl IntoView {
+    let session = expect_context::<Session>();
+    let live = expect_context::<Live>();
+    let navigate = use_navigate();
+    let state = LocalResource::new(api::auth_state);
+    let mode = RwSignal::new(Mode::SignIn);
+    let username = RwSignal::new(String::new());
+    let password = RwSignal::new(String::new());
+    let team = RwSignal::new(String::new());
+    let error = RwSignal::new(None::<String>);
+    let busy = RwSignal::new(false);
+
+    let go_home = navigate.clone();
+    Effect::new(move |_| match state.get() {
+        Some(Ok(s)) if !s.enabled => go_home("/", Default::default()),
+        Some(Ok(s)) if s.needs_first_owner => mode.set(Mode::FirstOwner),
+        Some(Err(e)) => error.set(Some(e.to_string())),
+        _ => {}
+    });
+
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        if busy.get_untracked() {
+            return;
+        }
+        busy.set(true);
+        error.set(None);
+        let navigate = navigate.clone();
+        let (user, pass) = (username.get_untracked(), password.get_untracked());
+        let team_name = team.get_untracked().trim().to_owned();
+        let mode = mode.get_untracked();
+        spawn_local(async move {
+            let account = NewAccount {
+                username: user.clone(),
+                password: pass.clone(),
+                team: (!team_name.is_empty()).then_some(team_name),
+            };
+            let result = match mode {
+                Mode::SignIn => {
+                    api::login(&Login {
+                        username: user,
+                        password: pass,
+                    })
+                    .await
+                }
+                Mode::Register => api::register(&account).await,
+                Mode::FirstOwner => api::setup(&account).await,
+            };
+            busy.set(false);
+            match result {
+                Ok(me) => {
+                    session.signed_in(me);
+                    // The socket was opened before the session cookie existed.
+                    live.restart();
+                    navigate("/", Default::default());
+                }
+                Err(e) => error.set(Some(e.to_string())),
+            }
+        });
+    };
+
+    // Field test ids differ between the first-run form and the others, for the browser tests.
+    let prefix = move || match mode.get() {
+        Mode::FirstOwner => "setup",
+        _ => "login",
+    };
+    let heading = move || match mode.get() {
+        Mode::SignIn => "Sign in",
+        Mode::Register => "Create an account",
+        Mode::FirstOwner => "Welcome: create the first owner",
+    };
+    let button = move || match mode.get() {
+        Mode::SignIn => "Sign in",
+        Mode::Register => "Create account",
+        Mode::FirstOwner => "Create owner and team",
+    };
+    let team_field = move || {
+        let (label, required) = match mode.get() {
+            Mode::SignIn => return None,
+            Mode::Register => ("Team to create (optional)", false),
+            Mode::FirstOwner => ("Team", true),
+        };
+        Some(view! {
+            <label>
+                {label}
+                <input
+                    type="text"
+                    required=required
+                    data-testid=move || format!("{}-team", prefix())
+                    bind:value=team
+                />
+            </label>
+        })
+    };
+    let switch = move || {
+        let (question, action, target) = match mode.get() {
+            Mode::SignIn => ("No account? ", "Register", Mode::Register),
+            Mode::Register => ("Have an account? ", "Sign in", Mode::SignIn),
+            Mode::FirstOwner => return None,
+        };
+        Some(view! {
+            <p class="muted">
+                {question}
+                <button type="button" class="link" on:click=move |_| mode.set(target)>
+                    {action}
+                </button>
+            </p>
+        })
+    };
+    let intro = move || {
+        (mode.get() == Mode::FirstOwner).then(|| {
+            view! {
+                <p class="muted">
+                    "No one has an account on this server yet. The first account owns the first team and can invite the others."
+                </p>
+            }
+        })
+    };
+
+    view! {
+        <section class="card narrow">
+            <h1>{heading}</h1>
+            {intro}
+            <form class="stack" on:submit=submit>
+                <label>
+                    "Username"
+                    <input
+                        type="text"
+                        autocomplete="username"
+                        required
+                        data-testid=move || format!("{}-username", prefix())
+                        bind:value=username
+                    />
+                </label>
+                <label>
+                    "Password"
+                    <input
+                        type="password"
+                        autocomplete="current-password"
+                        required
+                        data-testid=move || format!("{}-password", prefix())
+                        bind:value=password
+                    />
+                </label>
+                {team_field}
+                <button
+                    type="submit"
+                    class="primary"
+                    disabled=move || busy.get()
+                    data-testid=move || format!("{}-submit", prefix())
+                >
+                    {button}
+                </button>
+            </form>
+            {move || error.get().map(|e| view! { <p class="error" role="alert">{e}</p> })}
+            {switch}
+        </section>
+    }
+}

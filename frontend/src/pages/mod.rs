@@ -1,0 +1,7 @@
+//! One module per page of the router.
+
+pub mod dashboard;
+pub mod environments;
+pub mod login;
+pub mod runs;
+pub mod settings;
