@@ -38,6 +38,10 @@ pub struct ServeArgs {
     /// Bearer token API clients must present. Required beyond loopback; generated when missing.
     #[arg(long, env = "LACHESIS_API_TOKEN", hide_env_values = true)]
     pub api_token: Option<String>,
+    /// Accounts, sessions and team tokens: `auto` (the default) turns them on whenever the
+    /// server binds beyond loopback; `on` also on loopback; `off` only on loopback.
+    #[arg(long, env = "LACHESIS_AUTH", value_enum)]
+    pub auth: Option<AuthMode>,
     /// The embedded model (a llama-architecture GGUF) served under `/v1` and `/generate`.
     /// Defaults to SmolLM2-135M-Instruct in the model cache, when it is there.
     #[arg(long, env = "LACHESIS_MODEL")]
@@ -51,6 +55,14 @@ pub struct ServeArgs {
     pub envs: Vec<crate::envs::in_process::EnvSpec>,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthMode {
+    Auto,
+    On,
+    Off,
+}
+
 /// The config file's keys (all optional).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -62,6 +74,7 @@ pub struct FileConfig {
     pub body_limit_mib: Option<usize>,
     pub db_max_connections: Option<u32>,
     pub batch_gzip: Option<bool>,
+    pub auth: Option<AuthMode>,
     pub model: Option<PathBuf>,
     pub embedded_model: Option<bool>,
     /// In-process environments, as `--env` takes them.
@@ -87,6 +100,8 @@ pub struct ServeConfig {
     pub db_max_connections: u32,
     pub batch_gzip: bool,
     pub api_token: Option<String>,
+    /// Accounts and team tokens are required (see [`AuthMode`]).
+    pub auth: bool,
     /// The GGUF to load at start, if any.
     pub model: Option<PathBuf>,
     /// Environments run in-process against this server.
@@ -117,7 +132,17 @@ impl ServeConfig {
         if body_limit_mib == 0 {
             bail!("the body limit must be at least 1 MiB");
         }
+        let loopback = is_loopback(&host);
+        let auth = match args.auth.or(file.auth).unwrap_or(AuthMode::Auto) {
+            AuthMode::On => true,
+            AuthMode::Auto => !loopback,
+            AuthMode::Off if loopback => false,
+            AuthMode::Off => bail!(
+                "authentication cannot be off when binding {host}, beyond loopback: drop --auth off"
+            ),
+        };
         Ok(Self {
+            auth,
             port: args.port.or(file.port).unwrap_or(DEFAULT_PORT),
             database_url,
             static_dir: args.static_dir.or(file.static_dir),
@@ -150,8 +175,12 @@ impl ServeConfig {
 
     /// True when the bind address is reachable only from this machine.
     pub fn is_loopback(&self) -> bool {
-        self.host == "localhost" || self.host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+        is_loopback(&self.host)
     }
+}
+
+fn is_loopback(host: &str) -> bool {
+    host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 #[cfg(test)]
@@ -184,6 +213,28 @@ mod tests {
         assert_eq!((config.host.as_str(), config.port), ("127.0.0.1", 8000));
         assert!(config.is_loopback());
         assert_eq!(config.body_limit_bytes, 64 * 1024 * 1024);
+    }
+
+    #[test]
+    fn auth_is_on_beyond_loopback_and_cannot_be_turned_off_there() {
+        let local = ServeConfig::resolve(args(), FileConfig::default()).unwrap();
+        assert!(!local.auth);
+        let mut wide = args();
+        wide.host = Some("0.0.0.0".into());
+        assert!(
+            ServeConfig::resolve(wide.clone(), FileConfig::default())
+                .unwrap()
+                .auth
+        );
+        wide.auth = Some(AuthMode::Off);
+        assert!(ServeConfig::resolve(wide, FileConfig::default()).is_err());
+        let mut forced = args();
+        forced.auth = Some(AuthMode::On);
+        assert!(
+            ServeConfig::resolve(forced, FileConfig::default())
+                .unwrap()
+                .auth
+        );
     }
 
     #[test]

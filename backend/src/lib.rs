@@ -4,11 +4,14 @@
 //! trajectory API ([`trajectory`]), durable in Postgres, with metrics and the browser app's files.
 
 pub mod app;
+pub mod auth;
 pub mod bench;
 pub mod config;
+pub mod dashboard;
 pub mod db;
 pub mod envs;
 pub mod inference;
+pub mod live;
 pub mod metrics;
 pub mod policy;
 pub mod trajectory;

@@ -47,6 +47,8 @@ enum BenchCommand {
     Api(lachesis::bench::ApiBenchArgs),
     /// Generation tokens/s of OpenAI-compatible servers (the embedded model, llama.cpp), side by side.
     Generate(lachesis::bench::generate::GenerateBenchArgs),
+    /// Live hub fan-out: delivery latency and server memory with N WebSocket watchers.
+    Fanout(lachesis::bench::fanout::FanoutBenchArgs),
     /// Server-side cost of one ingested group, stage by stage.
     Codec {
         #[arg(long, default_value_t = 16)]
@@ -101,6 +103,13 @@ fn main() -> anyhow::Result<()> {
             } => {
                 let reports = lachesis::bench::run_api_bench(args).await?;
                 lachesis::bench::print_reports(&reports);
+                Ok(())
+            }
+            Command::Bench {
+                which: BenchCommand::Fanout(args),
+            } => {
+                let reports = lachesis::bench::fanout::run_fanout_bench(args).await?;
+                lachesis::bench::fanout::print_fanout_reports(&reports);
                 Ok(())
             }
             Command::Bench {

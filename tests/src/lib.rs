@@ -60,6 +60,7 @@ pub fn config_for(database_url: &str) -> ServeConfig {
         db_max_connections: 16,
         batch_gzip: false,
         api_token: None,
+        auth: false,
         model: None,
         envs: Vec::new(),
     }

@@ -38,6 +38,11 @@ pub struct AppState {
     known_runs: Arc<Mutex<HashSet<String>>>,
     /// The embedded model, when one is loaded.
     pub engine: Option<lachesis_inference::Engine>,
+    /// This instance's live subscriptions (`GET /ws`); events arrive through `live::Bridge`.
+    pub live: crate::live::Hub,
+    pub auth: Arc<crate::auth::AuthSettings>,
+    /// Runs touched since the last status sample (`dashboard::sampler`).
+    pub activity: Arc<crate::dashboard::Activity>,
 }
 
 impl AppState {
@@ -53,6 +58,13 @@ impl AppState {
                 trajectory::DEFAULT_RUN.to_string()
             ]))),
             engine: None,
+            live: crate::live::Hub::new(),
+            activity: Arc::default(),
+            auth: Arc::new(crate::auth::AuthSettings {
+                enabled: config.auth,
+                admin_token: config.api_token.as_deref().map(Arc::from),
+                limiter: crate::auth::LoginLimiter::default(),
+            }),
         }
     }
 
@@ -74,11 +86,21 @@ impl AppState {
 }
 
 pub fn router(state: AppState) -> Router {
+    // With accounts on, the trajectory routes check each caller against the run they address
+    // (`trajectory::RunId`); the model serves any authenticated caller; `/metrics` names every
+    // run, so only the admin token reads it.
+    let inference = crate::inference::routes().route_layer(middleware::from_fn_with_state(
+        state.clone(),
+        require_caller,
+    ));
+    let prometheus = Router::new()
+        .route("/metrics", get(metrics::handler))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_admin));
     let api = Router::new()
         .merge(trajectory::routes())
-        .merge(crate::inference::routes())
         .nest("/runs/{run}", trajectory::routes())
-        .route("/metrics", get(metrics::handler))
+        .merge(inference)
+        .merge(prometheus)
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
@@ -94,7 +116,11 @@ pub fn router(state: AppState) -> Router {
         .compress_when(compress_when);
     Router::new()
         .route("/", get(root::root))
+        // Outside the token layer: the socket's `Viewer` extractor authenticates.
+        .route("/ws", get(crate::live::socket::handler))
         .merge(api)
+        .merge(crate::auth::routes::routes())
+        .merge(crate::dashboard::routes())
         .fallback(root::static_file)
         .layer(compression)
         .with_state(state)
@@ -113,7 +139,11 @@ impl Predicate for UnlessMarked {
     }
 }
 
+/// With accounts off, the optional single `--api-token` guards the API (the pre-accounts mode).
 async fn require_token(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    if state.auth.enabled {
+        return next.run(req).await;
+    }
     if let Some(expected) = &state.api_token {
         let presented = req
             .headers()
@@ -127,8 +157,24 @@ async fn require_token(State(state): State<AppState>, req: Request, next: Next) 
     next.run(req).await
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+use crate::auth::secrets::constant_time_eq;
+
+/// Any authenticated caller (or anyone, with accounts off).
+async fn require_caller(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    match crate::auth::identify(req.headers(), &state).await {
+        Ok(crate::auth::Viewer::Anonymous) => ApiError::Unauthorized.into_response(),
+        Ok(_) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The admin token (or anyone, with accounts off).
+async fn require_admin(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    match crate::auth::identify(req.headers(), &state).await {
+        Ok(viewer) if viewer.is_full_rights() => next.run(req).await,
+        Ok(_) => ApiError::Unauthorized.into_response(),
+        Err(e) => e.into_response(),
+    }
 }
 
 /// A bound, migrated server that has not started serving yet.
@@ -138,6 +184,7 @@ pub struct Server {
     pub state: AppState,
     envs: Vec<crate::envs::in_process::EnvSpec>,
     api_token: Option<String>,
+    live_bridge: crate::live::Bridge,
 }
 
 impl Server {
@@ -151,6 +198,17 @@ impl Server {
                 anyhow::anyhow!("cannot listen on {}:{}: {e}", config.host, config.port)
             })?;
         let mut state = AppState::new(db, config);
+        // Listening before serving: an event published once `build` returns is delivered.
+        let live_bridge = crate::live::Bridge::listen(&state.db, state.live.clone()).await?;
+        if config.auth && config.api_token.is_none() && !config.envs.is_empty() {
+            // In-process workers need a credential when accounts are on: a secret made for this
+            // process alone, never shown.
+            state.auth = Arc::new(crate::auth::AuthSettings {
+                enabled: true,
+                admin_token: Some(Arc::from(crate::auth::secrets::new_api_token())),
+                limiter: crate::auth::LoginLimiter::default(),
+            });
+        }
         if let Some(path) = config.model.clone() {
             let shown = path.display().to_string();
             let engine = tokio::task::spawn_blocking(move || {
@@ -164,11 +222,12 @@ impl Server {
             state.engine = Some(engine);
         }
         Ok(Self {
+            live_bridge,
             listener,
             router: router(state.clone()),
-            state,
             envs: config.envs.clone(),
-            api_token: config.api_token.clone(),
+            api_token: state.auth.admin_token.as_deref().map(str::to_owned),
+            state,
         })
     }
 
@@ -192,10 +251,21 @@ impl Server {
             self.state.engine.as_ref(),
             &envs_stopped,
         )?;
-        axum::serve(self.listener, self.router)
+        let service = self
+            .router
+            .into_make_service_with_connect_info::<SocketAddr>();
+        let live = self.state.live.clone();
+        let bridge = self.live_bridge.spawn();
+        let sampler = crate::dashboard::sampler::spawn(
+            self.state.db.clone(),
+            self.state.activity.clone(),
+            envs_stopped.clone(),
+        );
+        axum::serve(self.listener, service)
             .with_graceful_shutdown(async move {
                 shutdown.await;
                 let _ = stop_envs.send(true);
+                live.shutdown();
             })
             .await?;
         // A runner stops at its next check; one stuck in a long generation is cut off.
@@ -208,6 +278,9 @@ impl Server {
                 abort.abort();
             }
         }
+        // The bridge holds a pooled connection: it stops before the pool closes.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), bridge).await;
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), sampler).await;
         self.state.db.close().await;
         Ok(())
     }

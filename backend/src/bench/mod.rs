@@ -7,6 +7,7 @@
 //! 2. batch: with `queue` groups queued, the latency of `batch_calls` consecutive `/batch` calls
 //!    (p50, p90, and the first call, which forms the batches).
 
+pub mod fanout;
 pub mod generate;
 
 use std::io::Write;

@@ -278,6 +278,19 @@ impl Validate for lachesis_shared::atropos::RegisterEnv {
 
 impl Validate for lachesis_shared::atropos::EnvIdentifier {}
 
+impl Validate for lachesis_shared::runs::TrainerReport {
+    fn validate(&self) -> Result<(), ApiError> {
+        match self.values.iter().find(|(_, v)| !v.is_finite()) {
+            Some((name, _)) => Err(ApiError::field(
+                "finite_number",
+                &[serde_json::json!("values"), serde_json::json!(name)],
+                "metrics must be finite numbers",
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,6 +36,8 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for EachOf<T> {
     }
 }
 
+use super::stats::GroupStats;
+
 type JsonObject = serde_json::Map<String, serde_json::Value>;
 
 /// The body of `/scored_data`, each field borrowed from the request.
@@ -81,6 +83,8 @@ pub struct CheckedGroup {
     pub weight_version: Option<i64>,
     /// The canonical JSON, as `/batch` serves it.
     pub json: Vec<u8>,
+    /// What the dashboards keep of it.
+    pub stats: GroupStats,
 }
 
 fn check<'a, T: Deserialize<'a>>(raw: &'a RawValue) -> Option<T> {
@@ -127,6 +131,7 @@ impl RawGroup<'_> {
             env_id: self.env_id,
             weight_version: self.weight_version,
             json: self.canonical_json(),
+            stats: GroupStats::from_raw(self.tokens, self.scores, self.advantages),
         })
     }
 
@@ -188,6 +193,7 @@ impl From<&lachesis_shared::atropos::ScoredData> for CheckedGroup {
             env_id: group.env_id,
             weight_version: group.weight_version,
             json: serde_json::to_vec(group).expect("plain JSON values always encode"),
+            stats: GroupStats::from_typed(group),
         }
     }
 }

@@ -20,6 +20,10 @@ pub enum ApiError {
     UnknownEnv(i64),
     #[error("a valid API token is required (Authorization: Bearer ...)")]
     Unauthorized,
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0} not found")]
+    NotFound(String),
     #[error(transparent)]
     Database(#[from] sqlx::Error),
     #[error("a stored group cannot be decoded: {0}")]
@@ -45,9 +49,26 @@ impl ApiError {
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnknownEnv(_) => StatusCode::NOT_FOUND,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Database(_) | ApiError::CorruptPayload(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
+        }
+    }
+}
+
+/// Access decisions made by `crate::auth`, in this boundary's terms.
+impl From<crate::auth::AppError> for ApiError {
+    fn from(err: crate::auth::AppError) -> Self {
+        use crate::auth::AppError;
+        match err {
+            AppError::Database(e) => ApiError::Database(e),
+            AppError::NotFound(what) => ApiError::NotFound(what.to_string()),
+            AppError::Forbidden(why) => ApiError::Forbidden(why.to_string()),
+            AppError::Csrf => ApiError::Forbidden(err.to_string()),
+            AppError::Internal(reason) => ApiError::CorruptPayload(reason),
+            _ => ApiError::Unauthorized,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The Atropos trajectory API, wire-compatible with atroposlib 0.4.0, durable in Postgres.
 //!
 //! The legacy paths (`/register`, `/batch`, ...) serve the run named `default`; every other run has
-//! the same API under `/runs/{run}/...`.
+//! the same API under `/runs/{run}/...`. With accounts on, a run-scoped token's legacy paths serve
+//! its run instead, and every call is checked against the run's team (see `crate::auth`).
 
 pub mod batches;
 pub mod body;
@@ -9,11 +10,12 @@ pub mod canonical;
 pub mod error;
 pub mod figures;
 pub mod packing;
+pub mod stats;
 pub mod store;
 
 use axum::extract::{FromRequestParts, RawPathParams, State};
 use axum::http::request::Parts;
-use axum::http::{StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -21,9 +23,12 @@ use lachesis_shared::atropos::{
     EnvIdentifier, RegisterEnv, RegisterEnvResponse, RegisterResponse, Registration,
     ScoredDataListResponse, ScoredDataResponse,
 };
+use lachesis_shared::live::{LiveEvent, Topic};
+use lachesis_shared::runs::{GroupSummary, TrainerReport};
 use serde_json::json;
 
 use crate::app::AppState;
+use crate::auth::{Access, Viewer};
 use batches::BatchOutcome;
 use body::{AtroposJson, Checked};
 use canonical::CheckedGroup;
@@ -47,6 +52,7 @@ pub fn routes() -> Router<AppState> {
         .route("/status", get(status))
         .route("/status-env", get(status_env))
         .route("/reset_data", get(reset_data))
+        .route("/trainer-metrics", post(trainer_metrics))
 }
 
 /// The run a request addresses: `{run}` from `/runs/{run}/...`, else the default run. Unknown runs
@@ -63,14 +69,29 @@ impl FromRequestParts<AppState> for RunId {
         let params = RawPathParams::from_request_parts(parts, state)
             .await
             .map_err(|_| ApiError::InvalidRunName)?;
-        let Some((_, run)) = params.iter().find(|(key, _)| *key == "run") else {
-            return Ok(RunId(DEFAULT_RUN.to_string()));
-        };
-        if !valid_run_name(run) {
+        let explicit = params
+            .iter()
+            .find(|(key, _)| *key == "run")
+            .map(|(_, run)| run);
+        if explicit.is_some_and(|run| !valid_run_name(run)) {
             return Err(ApiError::InvalidRunName);
         }
-        state.ensure_run(run).await?;
-        Ok(RunId(run.to_string()))
+        let viewer = Viewer::from_request_parts(parts, state).await?;
+        let run = explicit.unwrap_or_else(|| viewer.legacy_run()).to_string();
+        // `/batch` hands a batch out and `/reset_data` deletes: both change the run.
+        let path = parts.uri.path();
+        let reads = parts.method == Method::GET
+            && !path.ends_with("/batch")
+            && !path.ends_with("/reset_data");
+        let access = if reads { Access::Read } else { Access::Write };
+        if access == Access::Write {
+            viewer.check_csrf(&parts.headers)?;
+        }
+        viewer.check_run(state, &run, access, true).await?;
+        if viewer.is_full_rights() {
+            state.ensure_run(&run).await?;
+        }
+        Ok(RunId(run))
     }
 }
 
@@ -153,6 +174,7 @@ async fn batch(
     headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
     let (outcome, formed) = batches::next_batch(&state.db, &run).await?;
+    state.activity.touch(&run);
     for groups in &formed {
         state.metrics.batch_formed(&run, *groups);
     }
@@ -259,8 +281,11 @@ async fn scored_data(
     Checked(group): Checked<CheckedGroup>,
 ) -> Result<Json<ScoredDataResponse>, ApiError> {
     let mut conn = state.db.acquire().await?;
-    let outcome = store::ingest(&mut conn, &run, &group).await?;
+    let (outcome, summary) = store::ingest(&mut conn, &run, &group).await?;
+    // After the commit: a crash here loses a live event (browsers refetch), never the group.
+    publish_group(&mut conn, &run, summary).await?;
     state.metrics.group_received(&run, outcome);
+    state.activity.touch(&run);
     Ok(Json(match outcome {
         Ingested::Queued => ScoredDataResponse {
             status: "received".into(),
@@ -273,18 +298,34 @@ async fn scored_data(
     }))
 }
 
+async fn publish_group(
+    db: &mut sqlx::PgConnection,
+    run: &str,
+    summary: GroupSummary,
+) -> Result<(), ApiError> {
+    let topic = Topic::Run {
+        run: run.to_string(),
+    };
+    crate::live::publish(db, &topic, &LiveEvent::Group(summary)).await?;
+    Ok(())
+}
+
 async fn scored_data_list(
     State(state): State<AppState>,
     RunId(run): RunId,
     Checked(groups): Checked<Vec<CheckedGroup>>,
 ) -> Result<Json<ScoredDataListResponse>, ApiError> {
-    // One transaction: the whole list is acknowledged, or none of it is stored.
+    // One transaction: the whole list is acknowledged, or none of it is stored; its live events
+    // go out on commit.
     let mut tx = state.db.begin().await?;
     let mut outcomes = Vec::with_capacity(groups.len());
     for group in &groups {
-        outcomes.push(store::ingest(&mut tx, &run, group).await?);
+        let (outcome, summary) = store::ingest(&mut tx, &run, group).await?;
+        publish_group(&mut tx, &run, summary).await?;
+        outcomes.push(outcome);
     }
     tx.commit().await?;
+    state.activity.touch(&run);
     let mut buffered = 0;
     let mut last_buffer_size = None;
     for outcome in outcomes {
@@ -331,4 +372,19 @@ async fn reset_data(
         "Reset successful",
     )
         .into_response())
+}
+
+/// Lachesis: a trainer reports its numbers for a step (loss, KL, clip fraction, ...). Stored for the
+/// dashboards and pushed to the run's live subscribers.
+async fn trainer_metrics(
+    State(state): State<AppState>,
+    RunId(run): RunId,
+    AtroposJson(report): AtroposJson<TrainerReport>,
+) -> Result<StatusCode, ApiError> {
+    let mut tx = state.db.begin().await?;
+    let point = store::record_trainer_metrics(&mut tx, &run, &report).await?;
+    let topic = Topic::Run { run: run.clone() };
+    crate::live::publish(&mut *tx, &topic, &LiveEvent::Trainer(point)).await?;
+    tx.commit().await?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -2,6 +2,7 @@
 //! answers, so a crash loses nothing the client was told about. Batches live in `batches`.
 
 use lachesis_shared::atropos::{EnvRegistered, RegisterEnv, Registration, StatusEnv};
+use lachesis_shared::runs::{GroupSummary, TrainerPoint, TrainerReport};
 use sqlx::{PgConnection, PgPool, Row};
 
 use super::canonical::CheckedGroup;
@@ -150,16 +151,22 @@ pub async fn ingest(
     conn: &mut PgConnection,
     run: &str,
     group: &CheckedGroup,
-) -> Result<Ingested, ApiError> {
+) -> Result<(Ingested, GroupSummary), ApiError> {
     let payload = encode_payload(&group.json);
     let n_seqs = i32::try_from(group.n_seqs).unwrap_or(i32::MAX);
     // Only an id that fits the envs table's integer can name a registered env.
     let env_id = group.env_id.and_then(|id| i32::try_from(id).ok());
-    // Fast path, one statement: queue it unless its env expects another group size.
-    let queued = sqlx::query(
-        "INSERT INTO groups (run_id, env_id, n_seqs, weight_version, state, queue_pos, payload)
-         SELECT $1, $2, $3, $4, 'queued', nextval('groups_queue_pos'), $5
-         WHERE NOT EXISTS (SELECT 1 FROM envs WHERE run_id = $1 AND env_id = $6 AND group_size <> $3)",
+    // Fast path, one statement: queue it unless its env expects another group size, and keep its
+    // numbers for the dashboards.
+    let queued: Option<(i64, i64)> = sqlx::query_as(
+        "WITH g AS (
+             INSERT INTO groups (run_id, env_id, n_seqs, weight_version, state, queue_pos, payload)
+             SELECT $1, $2, $3, $4, 'queued', nextval('groups_queue_pos'), $5
+             WHERE NOT EXISTS (SELECT 1 FROM envs WHERE run_id = $1 AND env_id = $6 AND group_size <> $3)
+             RETURNING id, received_at)
+         INSERT INTO group_stats (group_id, run_id, env_id, received_at, weight_version, scores, advantages, tokens)
+         SELECT id, $1, $2, received_at, $4, $7, $8, $9 FROM g
+         RETURNING group_id, (extract(epoch FROM received_at) * 1000)::bigint",
     )
     .bind(run)
     .bind(group.env_id)
@@ -167,23 +174,41 @@ pub async fn ingest(
     .bind(group.weight_version)
     .bind(&payload)
     .bind(env_id)
-    .execute(&mut *conn)
+    .bind(&group.stats.scores)
+    .bind(&group.stats.advantages)
+    .bind(group.stats.tokens)
+    .fetch_optional(&mut *conn)
     .await?;
-    if queued.rows_affected() == 1 {
-        return Ok(Ingested::Queued);
+    if let Some((id, at_ms)) = queued {
+        return Ok((Ingested::Queued, summary(run, group, id, at_ms)));
     }
     let env_id = env_id.expect("only a registered env can send a group to the buffer");
-    buffer_group(conn, run, env_id, n_seqs, group.weight_version, &payload).await
+    let (outcome, id, at_ms) = buffer_group(conn, run, env_id, group, &payload).await?;
+    Ok((outcome, summary(run, group, id, at_ms)))
 }
 
+fn summary(run: &str, group: &CheckedGroup, id: i64, at_ms: i64) -> GroupSummary {
+    GroupSummary {
+        id,
+        run: run.to_string(),
+        env_id: group.env_id,
+        at_ms,
+        weight_version: group.weight_version,
+        scores: group.stats.scores.clone(),
+        advantages: group.stats.advantages.clone(),
+        tokens: group.stats.tokens,
+    }
+}
+
+/// Buffers a group; answers where it went, its id and its arrival time (Unix ms).
 async fn buffer_group(
     conn: &mut PgConnection,
     run: &str,
     env_id: i32,
-    n_seqs: i32,
-    weight_version: Option<i64>,
+    group: &CheckedGroup,
     payload: &[u8],
-) -> Result<Ingested, ApiError> {
+) -> Result<(Ingested, i64, i64), ApiError> {
+    let n_seqs = i32::try_from(group.n_seqs).unwrap_or(i32::MAX);
     // The env row lock serialises this env's buffer across requests and server instances.
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     let (group_size,): (i64,) =
@@ -192,16 +217,24 @@ async fn buffer_group(
             .bind(env_id)
             .fetch_one(&mut *tx)
             .await?;
-    sqlx::query(
-        "INSERT INTO groups (run_id, env_id, n_seqs, weight_version, state, payload)
-         VALUES ($1, $2, $3, $4, 'buffered', $5)",
+    let (id, at_ms): (i64, i64) = sqlx::query_as(
+        "WITH g AS (
+             INSERT INTO groups (run_id, env_id, n_seqs, weight_version, state, payload)
+             VALUES ($1, $2, $3, $4, 'buffered', $5)
+             RETURNING id, received_at)
+         INSERT INTO group_stats (group_id, run_id, env_id, received_at, weight_version, scores, advantages, tokens)
+         SELECT id, $1, $2, received_at, $4, $6, $7, $8 FROM g
+         RETURNING group_id, (extract(epoch FROM received_at) * 1000)::bigint",
     )
     .bind(run)
     .bind(env_id)
     .bind(n_seqs)
-    .bind(weight_version)
+    .bind(group.weight_version)
     .bind(payload)
-    .execute(&mut *tx)
+    .bind(&group.stats.scores)
+    .bind(&group.stats.advantages)
+    .bind(group.stats.tokens)
+    .fetch_one(&mut *tx)
     .await?;
     let buffered: Vec<(i64, i32)> = sqlx::query_as(
         "SELECT id, n_seqs FROM groups WHERE run_id = $1 AND env_id = $2 AND state = 'buffered' ORDER BY id",
@@ -232,9 +265,13 @@ async fn buffer_group(
         .map(|&(_, n)| i64::from(n))
         .sum();
     tx.commit().await?;
-    Ok(Ingested::Buffered {
-        buffer_size: remaining,
-    })
+    Ok((
+        Ingested::Buffered {
+            buffer_size: remaining,
+        },
+        id,
+        at_ms,
+    ))
 }
 
 /// `/status`: the step and the number of queued groups.
@@ -385,4 +422,27 @@ pub async fn depth_by_run(db: &PgPool) -> Result<Vec<(String, i64, i64)>, ApiErr
     )
     .fetch_all(db)
     .await?)
+}
+
+/// Stores a trainer's report for a step.
+pub async fn record_trainer_metrics(
+    conn: &mut PgConnection,
+    run: &str,
+    report: &TrainerReport,
+) -> Result<TrainerPoint, ApiError> {
+    let metrics = serde_json::to_value(&report.values).expect("finite floats encode");
+    let (at_ms,): (i64,) = sqlx::query_as(
+        "INSERT INTO trainer_metrics (run_id, step, metrics) VALUES ($1, $2, $3)
+         RETURNING (extract(epoch FROM at) * 1000)::bigint",
+    )
+    .bind(run)
+    .bind(report.step)
+    .bind(sqlx::types::Json(metrics))
+    .fetch_one(conn)
+    .await?;
+    Ok(TrainerPoint {
+        at_ms,
+        step: report.step,
+        values: report.values.clone(),
+    })
 }

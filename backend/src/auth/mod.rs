@@ -1,0 +1,252 @@
+//! Who is calling, and what they may do.
+//!
+//! Authentication is on whenever the server binds beyond loopback (and on request otherwise).
+//! With it on, a caller is a signed-in user (session cookie), an API token (team-scoped, optionally
+//! run-scoped, sent as `Authorization: Bearer`), the server's admin token, or anonymous. With it
+//! off, every caller acts with full rights ([`Viewer::Open`]), which is the single-user laptop case.
+//!
+//! Runs belong to a team. Members of the team read them (viewers) and write them (members and
+//! owners); public runs are readable by anyone. A run that does not exist, and one the caller may
+//! not see, get the same 404 so that names do not leak across teams.
+
+pub mod error;
+mod limiter;
+pub mod routes;
+pub mod secrets;
+pub mod store;
+
+use std::sync::Arc;
+
+use axum::extract::FromRequestParts;
+use axum::http::HeaderMap;
+use axum::http::request::Parts;
+use lachesis_shared::accounts::Role;
+use lachesis_shared::live::Topic;
+
+use crate::app::AppState;
+pub use error::AppError;
+pub use limiter::LoginLimiter;
+
+/// The session cookie's name.
+pub const SESSION_COOKIE: &str = "lachesis_session";
+/// The header carrying the session's CSRF token on cookie-authenticated mutations.
+pub const CSRF_HEADER: &str = "x-csrf-token";
+
+/// Authentication settings, fixed at start.
+pub struct AuthSettings {
+    pub enabled: bool,
+    /// The server's own token (`--api-token`): full rights, for operators and in-process workers.
+    pub admin_token: Option<Arc<str>>,
+    pub limiter: LoginLimiter,
+}
+
+/// The caller of one request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Viewer {
+    /// Authentication is off: full rights.
+    Open,
+    /// The server's admin token.
+    Admin,
+    Anonymous,
+    User {
+        id: i64,
+        username: String,
+        csrf_token: String,
+    },
+    Token {
+        id: i64,
+        team_id: i64,
+        run: Option<String>,
+        read_only: bool,
+    },
+}
+
+/// What a request does to a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+impl FromRequestParts<AppState> for Viewer {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
+        if let Some(viewer) = parts.extensions.get::<Viewer>() {
+            return Ok(viewer.clone());
+        }
+        let viewer = identify(&parts.headers, state).await?;
+        parts.extensions.insert(viewer.clone());
+        Ok(viewer)
+    }
+}
+
+/// Reads the caller's credentials. A wrong bearer token is an error (the client meant to
+/// authenticate); a stale session cookie just means anonymous.
+pub async fn identify(headers: &HeaderMap, state: &AppState) -> Result<Viewer, AppError> {
+    let settings = &state.auth;
+    let bearer = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    if let (Some(given), Some(admin)) = (bearer, &settings.admin_token)
+        && secrets::constant_time_eq(given.as_bytes(), admin.as_bytes())
+    {
+        return Ok(Viewer::Admin);
+    }
+    if !settings.enabled {
+        return Ok(Viewer::Open);
+    }
+    if let Some(token) = bearer {
+        return store::token_viewer(&state.db, token)
+            .await?
+            .ok_or(AppError::NotSignedIn);
+    }
+    match session_cookie(headers) {
+        Some(secret) => Ok(store::session_viewer(&state.db, secret)
+            .await?
+            .unwrap_or(Viewer::Anonymous)),
+        None => Ok(Viewer::Anonymous),
+    }
+}
+
+/// The session secret from the `Cookie` header, if any.
+pub fn session_cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == SESSION_COOKIE)
+        .map(|(_, value)| value)
+}
+
+impl Viewer {
+    pub fn username(&self) -> Option<&str> {
+        match self {
+            Viewer::User { username, .. } => Some(username),
+            _ => None,
+        }
+    }
+
+    pub fn is_full_rights(&self) -> bool {
+        matches!(self, Viewer::Open | Viewer::Admin)
+    }
+
+    /// Cookie-authenticated mutations must repeat the session's CSRF token in a header (a
+    /// cross-site form can make the browser send the cookie, never a custom header).
+    pub fn check_csrf(&self, headers: &HeaderMap) -> Result<(), AppError> {
+        let Viewer::User { csrf_token, .. } = self else {
+            return Ok(());
+        };
+        let given = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok());
+        match given {
+            Some(given) if secrets::constant_time_eq(given.as_bytes(), csrf_token.as_bytes()) => {
+                Ok(())
+            }
+            _ => Err(AppError::Csrf),
+        }
+    }
+
+    /// The run Atropos's legacy paths (no `/runs/{run}` prefix) address for this caller: a
+    /// run-scoped token's run, so unmodified atroposlib clients work with such a token; otherwise
+    /// the shared `default` run.
+    pub fn legacy_run(&self) -> &str {
+        match self {
+            Viewer::Token { run: Some(run), .. } => run,
+            _ => crate::trajectory::DEFAULT_RUN,
+        }
+    }
+
+    /// Whether this caller may `access` run `run`. A token may create a run it writes to: the run
+    /// then belongs to the token's team (`create`).
+    pub async fn check_run(
+        &self,
+        state: &AppState,
+        run: &str,
+        access: Access,
+        create: bool,
+    ) -> Result<(), AppError> {
+        const RUN: &str = "run";
+        if self.is_full_rights() {
+            return Ok(());
+        }
+        if let Viewer::Token {
+            run: Some(scope), ..
+        } = self
+            && scope != run
+        {
+            return Err(AppError::NotFound(RUN));
+        }
+        let mut owner = store::run_owner(&state.db, run).await?;
+        if owner.is_none()
+            && create
+            && access == Access::Write
+            && let Viewer::Token {
+                team_id,
+                read_only: false,
+                ..
+            } = self
+        {
+            store::create_team_run(&state.db, run, *team_id).await?;
+            owner = store::run_owner(&state.db, run).await?;
+        }
+        let Some(owner) = owner else {
+            return Err(self.not_found_or_sign_in(RUN));
+        };
+        let readable_by_public = owner.public && access == Access::Read;
+        let role = match self {
+            Viewer::Token {
+                team_id, read_only, ..
+            } if owner.team_id == Some(*team_id) => Some(if *read_only {
+                Role::Viewer
+            } else {
+                Role::Member
+            }),
+            Viewer::User { id, .. } => match owner.team_id {
+                Some(team) => store::role_in_team(&state.db, *id, team).await?,
+                None => None,
+            },
+            _ => None,
+        };
+        match (role, access) {
+            (Some(_), Access::Read) => Ok(()),
+            (Some(role), Access::Write) if role.can_write() => Ok(()),
+            (Some(_), Access::Write) => Err(AppError::Forbidden(
+                "viewers and read-only tokens cannot change a run",
+            )),
+            (None, _) if readable_by_public => Ok(()),
+            (None, Access::Write) if owner.public && *self != Viewer::Anonymous => Err(
+                AppError::Forbidden("public runs are read-only for people outside their team"),
+            ),
+            (None, _) => Err(self.not_found_or_sign_in(RUN)),
+        }
+    }
+
+    fn not_found_or_sign_in(&self, what: &'static str) -> AppError {
+        match self {
+            Viewer::Anonymous => AppError::NotSignedIn,
+            _ => AppError::NotFound(what),
+        }
+    }
+
+    /// Whether the live hub may deliver `topic` to this caller.
+    pub async fn can_read_topic(
+        &self,
+        state: &AppState,
+        topic: &Topic,
+    ) -> Result<bool, sqlx::Error> {
+        match topic.run() {
+            Some(run) => match self.check_run(state, run, Access::Read, false).await {
+                Ok(()) => Ok(true),
+                Err(AppError::Database(e)) => Err(e),
+                Err(_) => Ok(false),
+            },
+            // The marketplace feed is public. Scenes and games define their access in the issues
+            // that add them; until then only full-rights callers may watch them.
+            None => Ok(matches!(topic, Topic::Marketplace) || self.is_full_rights()),
+        }
+    }
+}
