@@ -13,7 +13,7 @@ endif
 LACHESIS_PG_PORT ?= 54329
 export LACHESIS_PG_PORT
 
-.PHONY: run test bench bench-generate tools frontend pg-start pg-stop
+.PHONY: run test bench bench-generate bench-fanout tools frontend pg-start pg-stop
 
 run:
 	exec scripts/run.sh
@@ -28,6 +28,11 @@ bench:
 # The embedded model against llama.cpp's server on the same GGUF (BENCH_ARGS go to `lachesis bench generate`).
 bench-generate:
 	scripts/bench-generate.sh $(BENCH_ARGS)
+
+# Live hub: delivery latency and server memory with 100 and 1000 WebSocket watchers
+# (BENCH_ARGS go to `lachesis bench fanout`).
+bench-fanout:
+	scripts/bench-fanout.sh $(BENCH_ARGS)
 
 # Trunk, wasm-bindgen-cli, the wasm32 target and npm's binaryen, each only when missing.
 tools:

@@ -76,7 +76,9 @@ pub enum ServerMsg {
         topic: Topic,
         event: LiveEvent,
     },
-    /// `dropped` events of `topic` were discarded because this client read too slowly.
+    /// `dropped` events of `topic` were discarded because this client read too slowly (or an
+    /// event was too large to relay). `dropped: 0` means an unknown number: the server lost its
+    /// database connection for a while. Either way, reload the topic's history over HTTP.
     Lagged {
         topic: Topic,
         dropped: u64,

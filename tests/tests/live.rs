@@ -582,3 +582,61 @@ async fn with_accounts_on_an_anonymous_visitor_cannot_watch_a_private_run() {
     // The marketplace feed is public.
     client.subscribe(&Topic::Marketplace).await;
 }
+
+#[tokio::test]
+async fn a_group_posted_to_the_api_reaches_the_run_and_its_environment() {
+    let app = Instance::start(&fresh_database().await).await;
+    let http = lachesis_tests::client();
+    let base = format!("http://{}", app.addr);
+    let post = |path: &str, body: serde_json::Value| {
+        let request = http.post(format!("{base}{path}")).json(&body);
+        async move {
+            let resp = request.send().await.expect("POST");
+            assert!(resp.status().is_success(), "{}", resp.status());
+            resp.json::<serde_json::Value>().await.unwrap_or_default()
+        }
+    };
+    post("/runs/exp/register", lachesis_tests::registration(8)).await;
+    // Environments may register once the trainer has asked for its first batch.
+    http.get(format!("{base}/runs/exp/batch"))
+        .send()
+        .await
+        .expect("GET /batch");
+    let env = post(
+        "/runs/exp/register-env",
+        lachesis_tests::env_registration("arith", 4),
+    )
+    .await;
+    let env_id = env["env_id"].as_i64().expect("an env id");
+    let run = run_topic("exp");
+    let env_topic = Topic::Env {
+        run: "exp".into(),
+        env_id,
+    };
+    let mut watcher = app.client().await;
+    watcher.subscribe(&run).await;
+    watcher.subscribe(&env_topic).await;
+
+    post(
+        "/runs/exp/scored_data",
+        lachesis_tests::group(11, 4, Some(env_id)),
+    )
+    .await;
+    let mut topics = Vec::new();
+    for _ in 0..2 {
+        match watcher.recv().await {
+            ServerMsg::Event {
+                topic,
+                event: LiveEvent::Group(group),
+            } => {
+                assert_eq!(group.run, "exp");
+                assert_eq!(group.env_id, Some(env_id));
+                assert_eq!(group.scores, vec![0.0, 0.25, 0.5, 0.75]);
+                assert_eq!(group.tokens, 16);
+                topics.push(topic);
+            }
+            other => panic!("expected the group, got {other:?}"),
+        }
+    }
+    assert_eq!(topics, vec![run, env_topic]);
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Live hub fan-out: N WebSocket clients watch one run while a trainer reports metrics at 30 Hz
+# (POST /runs/{run}/trainer-metrics -> Postgres NOTIFY -> bridge -> hub -> every socket).
+# Reports per-delivery latency (p50/p99/max) and the server's resident memory, for 100 and 1000
+# clients by default. A private Postgres and a release server are started and stopped here.
+# BENCH_PROFILE=debug uses the debug binary. Extra arguments go to `lachesis bench fanout`
+# (e.g. --clients 100 --clients 1000 --clients 2000 --seconds 20 --via notify).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+cd "$LACHESIS_REPO"
+
+# Each client is a socket here and one in the server: raise the descriptor limit for both.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+profile=${BENCH_PROFILE:-release}
+if [[ $profile == release ]]; then cargo build --release -p lachesis-backend; else cargo build -p lachesis-backend; fi
+bin="$(lachesis_target_dir)/$profile/lachesis"
+
+work=$(mktemp -d /var/tmp/lachesis-bench.XXXXXX)
+chmod 755 "$work"
+port=$(scripts/pg.sh freeport)
+server_port=${BENCH_PORT:-18310}
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    scripts/pg.sh stop "$work/pg" >/dev/null 2>&1 || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Durability as in production (fsync on): each report is a committed transaction.
+scripts/pg.sh start "$work/pg" "$port" >/dev/null
+scripts/pg.sh createdb "$port" bench >/dev/null
+database_url="postgres://postgres@127.0.0.1:$port/bench"
+DATABASE_URL=$database_url "$bin" serve --port "$server_port" >"$work/lachesis.log" 2>&1 &
+server=$!
+pids+=("$server")
+url=http://127.0.0.1:$server_port
+for _ in $(seq 1 100); do curl -sf "$url/" >/dev/null && break; sleep 0.2; done
+curl -sf "$url/" >/dev/null || { echo "no server answers at $url" >&2; cat "$work/lachesis.log" >&2; exit 1; }
+
+DATABASE_URL=$database_url "$bin" bench fanout --url "$url" --server-pid "$server" "$@"
