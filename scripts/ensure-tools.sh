@@ -4,6 +4,7 @@
 #   - Trunk (crates.io), pinned to a version that compiles with this toolchain
 #   - wasm-bindgen-cli (crates.io), at the version Cargo.lock pins (Trunk insists they match)
 #   - wasm-opt from npm's binaryen (package.json / package-lock.json)
+# and what the browser test needs: playwright-core (npm) and Chromium (apt).
 # Safe to run repeatedly: with everything present it only checks versions (well under a second).
 # The tools are then used with node_modules/.bin first on PATH: scripts/env.sh sets that up
 # for the other scripts (`source scripts/env.sh` does it for an interactive shell).
@@ -44,9 +45,33 @@ if [[ $(tool_version wasm-bindgen --version) != "wasm-bindgen $WASM_BINDGEN_VERS
     cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION"
 fi
 
-if [[ ! -e $REPO/node_modules/binaryen/package.json || ! -x $REPO/node_modules/.bin/wasm-opt ]]; then
-    log "installing npm devDependencies (binaryen for wasm-opt)"
+# True when every devDependency of package.json is in node_modules at the pinned version.
+npm_in_sync() {
+    node -e '
+        const root = process.argv[1];
+        const wanted = require(root + "/package.json").devDependencies;
+        for (const [name, version] of Object.entries(wanted)) {
+            let installed;
+            try {
+                installed = require(root + "/node_modules/" + name + "/package.json").version;
+            } catch {
+                process.exit(1);
+            }
+            if (installed !== version) process.exit(1);
+        }' "$REPO" 2>/dev/null
+}
+if ! npm_in_sync || [[ ! -x $REPO/node_modules/.bin/wasm-opt ]]; then
+    log "installing npm devDependencies (binaryen for wasm-opt, playwright-core for the browser test)"
     (cd "$REPO" && npm ci --no-audit --no-fund)
+fi
+
+# Chromium for the browser test (tests/browser/e2e.mjs drives it through playwright-core, which
+# must never download a browser of its own). Debian's package, installed only when absent and we
+# may (root with apt); otherwise the test says what is missing.
+if [[ ! -x ${CHROMIUM:-/usr/bin/chromium} ]] && [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    log "installing Chromium (apt-get install chromium) for the browser test"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 
 # PostgreSQL server binaries for the private cluster (scripts/pg.sh). Debian's package; installed

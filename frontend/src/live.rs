@@ -7,8 +7,10 @@
 //! The socket heals itself: it pings every `heartbeat_ms` (from `Welcome`) and treats silence as
 //! a dead connection, reconnects with capped, jittered exponential backoff, and resubscribes
 //! every active topic. Because events sent while it was away are gone, listeners get
-//! [`Notice::Resync`] once a topic is subscribed again (and when the server reports `Lagged`):
-//! that is their cue to reload history over HTTP.
+//! [`Notice::Resync`] each time the server confirms their topic (and when it reports `Lagged`):
+//! that is their cue to reload history over HTTP. Reloading after the confirmation, not before,
+//! is what leaves no gap: from then on every event arrives over the socket. [`Notice::Lost`]
+//! says the socket went away and events may be missing until the next `Resync`.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,8 +38,11 @@ pub enum LinkState {
 #[derive(Debug, Clone)]
 pub enum Notice {
     Event(LiveEvent),
-    /// Events may have been missed (reconnect or `Lagged`): reload from HTTP.
+    /// The topic is subscribed (again), or the server dropped events (`Lagged`): reload from
+    /// HTTP; every later event will arrive.
     Resync,
+    /// The socket closed: nothing arrives until the next `Resync`.
+    Lost,
 }
 
 /// The longest wait between reconnection attempts.
@@ -96,8 +101,8 @@ struct Inner {
     /// Failed attempts since the last welcome.
     attempt: u32,
     welcomed_once: bool,
-    /// Topics to announce `Resync` for once the server confirms them after a reconnect.
-    resync: BTreeSet<Topic>,
+    /// Topics the server has confirmed on the current socket.
+    confirmed: BTreeSet<Topic>,
     heartbeat: Option<IntervalHandle>,
     heartbeat_ms: f64,
     last_heard_ms: f64,
@@ -165,11 +170,6 @@ impl Hub {
             return;
         }
         inner.last_heard_ms = js_sys::Date::now();
-        // After a reconnect every topic's history has a hole: ask listeners to refill it once
-        // the server confirms the subscription (so nothing falls between fetch and subscribe).
-        if inner.welcomed_once {
-            inner.resync = inner.topics.keys().cloned().collect();
-        }
         if let Some(socket) = &inner.socket {
             for topic in inner.topics.keys() {
                 socket.send(&ClientMsg::Subscribe {
@@ -203,8 +203,15 @@ impl Hub {
                 self.state.set(LinkState::Live);
             }
             ServerMsg::Subscribed { topic } => {
-                let resync = self.inner.borrow_mut().resync.remove(&topic);
-                if resync {
+                let wanted = {
+                    let mut inner = self.inner.borrow_mut();
+                    let wanted = inner.topics.contains_key(&topic);
+                    if wanted {
+                        inner.confirmed.insert(topic.clone());
+                    }
+                    wanted
+                };
+                if wanted {
                     self.notify(&topic, Notice::Resync);
                 }
             }
@@ -224,7 +231,16 @@ impl Hub {
                 socket.close();
             }
         }
+        self.lost();
         self.schedule_reconnect();
+    }
+
+    /// Forgets the confirmations of a socket that is gone and tells every listener.
+    fn lost(&self) {
+        let topics = std::mem::take(&mut self.inner.borrow_mut().confirmed);
+        for topic in topics {
+            self.notify(&topic, Notice::Lost);
+        }
     }
 
     fn schedule_reconnect(&self) {
@@ -337,17 +353,21 @@ impl Live {
         let Some(hub) = self.hub.try_get_value() else {
             return 0;
         };
-        let (id, first) = {
+        let listener: Listener = Rc::new(listener);
+        let (id, first, confirmed) = {
             let mut inner = hub.inner.borrow_mut();
             inner.next_listener += 1;
             let id = inner.next_listener;
-            inner.listeners.push((id, topic.clone(), Rc::new(listener)));
+            inner.listeners.push((id, topic.clone(), listener.clone()));
             let count = inner.topics.entry(topic.clone()).or_insert(0);
             *count += 1;
-            (id, *count == 1)
+            (id, *count == 1, inner.confirmed.contains(&topic))
         };
         if first {
             hub.send(ClientMsg::Subscribe { topic });
+        } else if confirmed {
+            // The server will not confirm a topic twice: this listener joins a live stream.
+            listener(Notice::Resync);
         }
         id
     }
@@ -369,7 +389,7 @@ impl Live {
             });
             if count == Some(0) {
                 inner.topics.remove(&topic);
-                inner.resync.remove(&topic);
+                inner.confirmed.remove(&topic);
                 Some(topic)
             } else {
                 None
@@ -397,6 +417,7 @@ impl Live {
             inner.attempt = 0;
         }
         hub.stop_heartbeat();
+        hub.lost();
         hub.show_retrying();
         hub.connect();
     }

@@ -39,6 +39,8 @@ struct DrawnSeries {
     line: String,
     raw: Option<String>,
     band: String,
+    /// A lone point draws no line: it is shown as a dot instead.
+    dot: Option<(f64, f64)>,
     smoothed: Vec<(f64, f64)>,
 }
 
@@ -110,6 +112,10 @@ fn layout(all: &[Series], x_axis: XAxis, smoothing: f64) -> Option<Layout> {
                 line: to_px(&smoothed),
                 raw: (smoothing > 0.0).then(|| to_px(&s.points)),
                 band: band_path(&band),
+                dot: match s.points.as_slice() {
+                    [(px, py)] => Some((x.map(*px), y.map(*py))),
+                    _ => None,
+                },
                 smoothed,
             }
         })
@@ -207,9 +213,13 @@ pub fn LineChart(
                 let raw = s.raw.clone().map(|raw| {
                     view! { <path class="raw" d=raw stroke=s.color stroke-dasharray=dash /> }
                 });
+                let dot = s.dot.map(
+                    |(cx, cy)| view! { <circle class="dot" cx=cx cy=cy r="3" fill=s.color /> },
+                );
                 view! {
                     {band}
                     {raw}
+                    {dot}
                     <path
                         class="line"
                         d=s.line.clone()
@@ -325,6 +335,8 @@ mod tests {
         assert!(d.series[1].band.is_empty());
         // The y axis covers the envelope, not only the line.
         assert!(d.y.d0 <= 0.0 && d.y.d1 >= 3.0);
+        // A lone point would be an invisible path: it gets a dot.
+        assert!(d.series[0].dot.is_none() && d.series[1].dot.is_some());
         assert!(layout(&[], XAxis::Step, 0.0).is_none());
         assert!(
             layout(&series, XAxis::Step, 0.0).unwrap().series[0]

@@ -128,9 +128,17 @@ pub fn duration_ticks(lo: f64, hi: f64, count: usize) -> (f64, f64, Vec<f64>) {
     )
 }
 
-/// A tick label with as many decimals as the step needs (0.25 → "0.25", 2000 → "2k").
+/// A tick label with as many decimals as the step needs (0.25 → "0.25", 2000 → "2k"); tiny
+/// steps such as learning rates in scientific notation (1.2e-5), which stays narrow.
 pub fn format_tick(v: f64, step: f64) -> String {
     let v = if v.abs() < step * 1e-9 { 0.0 } else { v };
+    if step < 1e-3 {
+        if v == 0.0 {
+            return "0".to_owned();
+        }
+        let digits = (v.abs().log10().floor() - step.log10().floor()).max(0.0) as usize;
+        return format!("{v:.digits$e}");
+    }
     if v.abs() >= 10_000.0 && step >= 1_000.0 {
         let k = v / 1_000.0;
         let decimals = if (step / 1_000.0).fract() == 0.0 {
@@ -261,6 +269,8 @@ mod tests {
         assert_eq!(format_tick(40.0, 10.0), "40");
         assert_eq!(format_tick(20_000.0, 5_000.0), "20k");
         assert_eq!(format_tick(1e-17, 0.1), "0.0");
+        assert_eq!(format_tick(1.2e-5, 1e-6), "1.2e-5");
+        assert_eq!(format_tick(0.0, 1e-6), "0");
     }
 
     #[test]

@@ -59,6 +59,7 @@ pub fn follow(
                 }
             }),
             Notice::Resync => load(run.clone(), runs, error),
+            Notice::Lost => {}
         }
         also(&notice);
     });

@@ -66,6 +66,9 @@ fn Dashboard(run: String, overlays: Vec<String>) -> impl IntoView {
     let rows = RwSignal::new(Vec::<Row>::new());
     let env_filter = RwSignal::new(None::<i64>);
     let main = StoredValue::new(run.clone());
+    // Whether live events of this run are arriving (the server confirmed the subscription);
+    // exposed as `data-subscribed` so browser tests know when a posted group must show up.
+    let subscribed = RwSignal::new(false);
 
     // The table: reloaded on mount, on a filter change and after a resync; extended live.
     let load_table = move || {
@@ -95,7 +98,11 @@ fn Dashboard(run: String, overlays: Vec<String>) -> impl IntoView {
                 rows.update(|r| groups::prepend(r, g.clone()));
             }
         }
-        Notice::Resync => load_table(),
+        Notice::Resync => {
+            subscribed.set(true);
+            load_table();
+        }
+        Notice::Lost => subscribed.set(false),
         Notice::Event(_) => {}
     });
 
@@ -148,6 +155,11 @@ fn Dashboard(run: String, overlays: Vec<String>) -> impl IntoView {
     };
 
     view! {
+        <div
+            class="dashboard"
+            data-testid="dashboard"
+            data-subscribed=move || subscribed.get().to_string()
+        >
         <Header history runs />
         {move || error.get().map(|e| view! { <p class="error" role="alert">{e}</p> })}
         <div class="controls card">
@@ -212,6 +224,7 @@ fn Dashboard(run: String, overlays: Vec<String>) -> impl IntoView {
             </div>
             <GroupsTable rows env_name load_texts=Callback::new(move |()| load_table()) />
         </section>
+        </div>
     }
 }
 
