@@ -11,6 +11,8 @@ cd "$LACHESIS_REPO"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 
+# Also playwright-core and Chromium: tests/tests/browser.rs drives the built frontend in a real
+# browser (tests/browser/e2e.mjs) as part of `cargo test --workspace` below.
 scripts/ensure-tools.sh
 scripts/build-frontend.sh
 
