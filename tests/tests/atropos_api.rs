@@ -372,4 +372,23 @@ async fn browsers_get_the_page_at_the_root() {
         page.contains(".wasm") || page.contains(".js"),
         "the page loads the wasm app"
     );
+    // The app's own addresses load the app too (reloads, shared links); other misses stay 404s.
+    let html = |path: &str| {
+        app.client
+            .get(app.url(path))
+            .header("accept", "text/html")
+            .send()
+    };
+    let deep = html("/runs/some-run").await.unwrap();
+    assert_eq!(deep.status(), 200);
+    assert_eq!(deep.text().await.unwrap(), page);
+    assert_eq!(html("/missing.js").await.unwrap().status(), 404);
+    assert_eq!(html("/api/nothing").await.unwrap().status(), 404);
+    let json_client = app
+        .client
+        .get(app.url("/runs/some-run"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(json_client.status(), 404);
 }

@@ -24,7 +24,9 @@ pub async fn root(State(state): State<AppState>, headers: HeaderMap) -> Response
     Json(json!({"message": "AtroposLib API"})).into_response()
 }
 
-/// Files of the built frontend; anything else is a JSON 404.
+/// Files of the built frontend. A browser opening one of the app's own addresses (`/runs/x`,
+/// `/settings`: a GET asking for HTML, no file extension, outside `/api/`) gets the app, whose
+/// router then shows the page; anything else is a JSON 404.
 pub async fn static_file(State(state): State<AppState>, req: Request) -> Response {
     let not_found = || {
         (
@@ -36,8 +38,28 @@ pub async fn static_file(State(state): State<AppState>, req: Request) -> Respons
     let Some(dir) = &state.static_dir else {
         return not_found();
     };
+    let app_page = is_app_page(&req);
     match ServeDir::new(dir).oneshot(req).await {
         Ok(response) if response.status() != StatusCode::NOT_FOUND => response.into_response(),
+        _ if app_page => match tokio::fs::read(dir.join("index.html")).await {
+            Ok(page) => {
+                ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response()
+            }
+            Err(_) => not_found(),
+        },
         _ => not_found(),
     }
+}
+
+fn is_app_page(req: &Request) -> bool {
+    let path = req.uri().path();
+    let last = path.rsplit('/').next().unwrap_or("");
+    req.method() == axum::http::Method::GET
+        && !path.starts_with("/api/")
+        && !last.contains('.')
+        && req
+            .headers()
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|accept| accept.contains("text/html"))
 }

@@ -74,8 +74,9 @@ pub async fn publish<'e>(
     Ok(())
 }
 
-/// The notification payload for an event, trimmed to fit; `None` if nothing fits.
-fn payload(topic: &Topic, event: &LiveEvent) -> Option<String> {
+/// The notification payload for an event, trimmed to fit; `None` if nothing fits. Public for
+/// callers that fold the `pg_notify` into a statement of their own (the ingest path).
+pub fn payload(topic: &Topic, event: &LiveEvent) -> Option<String> {
     let full = envelope(topic, Some(event), None);
     if full.len() <= MAX_PAYLOAD_BYTES {
         return Some(full);

@@ -24,7 +24,7 @@ use lachesis_shared::atropos::{
     ScoredDataListResponse, ScoredDataResponse,
 };
 use lachesis_shared::live::{LiveEvent, Topic};
-use lachesis_shared::runs::{GroupSummary, TrainerReport};
+use lachesis_shared::runs::TrainerReport;
 use serde_json::json;
 
 use crate::app::AppState;
@@ -281,9 +281,7 @@ async fn scored_data(
     Checked(group): Checked<CheckedGroup>,
 ) -> Result<Json<ScoredDataResponse>, ApiError> {
     let mut conn = state.db.acquire().await?;
-    let (outcome, summary) = store::ingest(&mut conn, &run, &group).await?;
-    // After the commit: a crash here loses a live event (browsers refetch), never the group.
-    publish_group(&mut conn, &run, summary).await?;
+    let (outcome, _) = store::ingest(&mut conn, &run, &group).await?;
     state.metrics.group_received(&run, outcome);
     state.activity.touch(&run);
     Ok(Json(match outcome {
@@ -298,18 +296,6 @@ async fn scored_data(
     }))
 }
 
-async fn publish_group(
-    db: &mut sqlx::PgConnection,
-    run: &str,
-    summary: GroupSummary,
-) -> Result<(), ApiError> {
-    let topic = Topic::Run {
-        run: run.to_string(),
-    };
-    crate::live::publish(db, &topic, &LiveEvent::Group(summary)).await?;
-    Ok(())
-}
-
 async fn scored_data_list(
     State(state): State<AppState>,
     RunId(run): RunId,
@@ -320,9 +306,7 @@ async fn scored_data_list(
     let mut tx = state.db.begin().await?;
     let mut outcomes = Vec::with_capacity(groups.len());
     for group in &groups {
-        let (outcome, summary) = store::ingest(&mut tx, &run, group).await?;
-        publish_group(&mut tx, &run, summary).await?;
-        outcomes.push(outcome);
+        outcomes.push(store::ingest(&mut tx, &run, group).await?.0);
     }
     tx.commit().await?;
     state.activity.touch(&run);

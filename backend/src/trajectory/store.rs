@@ -156,18 +156,17 @@ pub async fn ingest(
     let n_seqs = i32::try_from(group.n_seqs).unwrap_or(i32::MAX);
     // Only an id that fits the envs table's integer can name a registered env.
     let env_id = group.env_id.and_then(|id| i32::try_from(id).ok());
-    // Fast path, one statement: queue it unless its env expects another group size, and keep its
-    // numbers for the dashboards.
-    let queued: Option<(i64, i64)> = sqlx::query_as(
+    // Fast path, one statement: queue it unless its env expects another group size, keep its
+    // numbers for the dashboards, and tell the live hub (delivered on commit).
+    let notice = live_notice(run, group);
+    let queued: Option<(i64, i64)> = sqlx::query_as(&format!(
         "WITH g AS (
              INSERT INTO groups (run_id, env_id, n_seqs, weight_version, state, queue_pos, payload)
              SELECT $1, $2, $3, $4, 'queued', nextval('groups_queue_pos'), $5
              WHERE NOT EXISTS (SELECT 1 FROM envs WHERE run_id = $1 AND env_id = $6 AND group_size <> $3)
-             RETURNING id, received_at)
-         INSERT INTO group_stats (group_id, run_id, env_id, received_at, weight_version, scores, advantages, tokens)
-         SELECT id, $1, $2, received_at, $4, $7, $8, $9 FROM g
-         RETURNING group_id, (extract(epoch FROM received_at) * 1000)::bigint",
-    )
+             RETURNING id, received_at),
+         {STATS_AND_NOTICE}"
+    ))
     .bind(run)
     .bind(group.env_id)
     .bind(n_seqs)
@@ -177,14 +176,41 @@ pub async fn ingest(
     .bind(&group.stats.scores)
     .bind(&group.stats.advantages)
     .bind(group.stats.tokens)
+    .bind(crate::live::bridge::CHANNEL)
+    .bind(&notice)
     .fetch_optional(&mut *conn)
     .await?;
     if let Some((id, at_ms)) = queued {
         return Ok((Ingested::Queued, summary(run, group, id, at_ms)));
     }
     let env_id = env_id.expect("only a registered env can send a group to the buffer");
-    let (outcome, id, at_ms) = buffer_group(conn, run, env_id, group, &payload).await?;
+    let (outcome, id, at_ms) = buffer_group(conn, run, env_id, group, &payload, &notice).await?;
     Ok((outcome, summary(run, group, id, at_ms)))
+}
+
+/// The rest of an ingest statement after the `g` CTE (the inserted group's id and arrival):
+/// its `group_stats` row ($1 run, $2 env, $4 weight version, $7-$9 the numbers), and the live
+/// notice ($10 channel, $11 the event with the id and time still to fill in). Folding the notice
+/// into the statement saves a round trip per group.
+const STATS_AND_NOTICE: &str = "s AS (
+         INSERT INTO group_stats (group_id, run_id, env_id, received_at, weight_version, scores, advantages, tokens)
+         SELECT id, $1, $2, received_at, $4, $7, $8, $9 FROM g
+         RETURNING group_id, (extract(epoch FROM received_at) * 1000)::bigint AS at_ms)
+     SELECT s.group_id, s.at_ms FROM s
+     CROSS JOIN LATERAL (SELECT pg_notify($10, CASE WHEN $11::text IS NULL THEN NULL ELSE
+         jsonb_set(jsonb_set($11::jsonb, '{event,id}', to_jsonb(s.group_id)),
+                   '{event,at_ms}', to_jsonb(s.at_ms))::text END)) AS n";
+
+/// The live event for a group about to be stored, id and time zero (the statement sets them);
+/// `None` when even a trimmed event cannot fit a notification. Large ids and times take at most
+/// 32 more bytes than the zeros, which the margin keeps within NOTIFY's limit.
+fn live_notice(run: &str, group: &CheckedGroup) -> Option<String> {
+    let topic = lachesis_shared::live::Topic::Run {
+        run: run.to_string(),
+    };
+    let event = lachesis_shared::live::LiveEvent::Group(summary(run, group, 0, 0));
+    let notice = crate::live::bridge::payload(&topic, &event)?;
+    (notice.len() + 32 <= crate::live::bridge::MAX_PAYLOAD_BYTES).then_some(notice)
 }
 
 fn summary(run: &str, group: &CheckedGroup, id: i64, at_ms: i64) -> GroupSummary {
@@ -207,6 +233,7 @@ async fn buffer_group(
     env_id: i32,
     group: &CheckedGroup,
     payload: &[u8],
+    notice: &Option<String>,
 ) -> Result<(Ingested, i64, i64), ApiError> {
     let n_seqs = i32::try_from(group.n_seqs).unwrap_or(i32::MAX);
     // The env row lock serialises this env's buffer across requests and server instances.
@@ -217,23 +244,24 @@ async fn buffer_group(
             .bind(env_id)
             .fetch_one(&mut *tx)
             .await?;
-    let (id, at_ms): (i64, i64) = sqlx::query_as(
+    let (id, at_ms): (i64, i64) = sqlx::query_as(&format!(
         "WITH g AS (
              INSERT INTO groups (run_id, env_id, n_seqs, weight_version, state, payload)
-             VALUES ($1, $2, $3, $4, 'buffered', $5)
-             RETURNING id, received_at)
-         INSERT INTO group_stats (group_id, run_id, env_id, received_at, weight_version, scores, advantages, tokens)
-         SELECT id, $1, $2, received_at, $4, $6, $7, $8 FROM g
-         RETURNING group_id, (extract(epoch FROM received_at) * 1000)::bigint",
-    )
+             SELECT $1, $2, $3, $4, 'buffered', $5 WHERE $6::int IS NOT NULL
+             RETURNING id, received_at),
+         {STATS_AND_NOTICE}"
+    ))
     .bind(run)
     .bind(env_id)
     .bind(n_seqs)
     .bind(group.weight_version)
     .bind(payload)
+    .bind(env_id)
     .bind(&group.stats.scores)
     .bind(&group.stats.advantages)
     .bind(group.stats.tokens)
+    .bind(crate::live::bridge::CHANNEL)
+    .bind(notice)
     .fetch_one(&mut *tx)
     .await?;
     let buffered: Vec<(i64, i32)> = sqlx::query_as(
