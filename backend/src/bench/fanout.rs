@@ -64,15 +64,24 @@ pub struct FanoutReport {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
+    /// Per event, its first delivery: the publish path (HTTP, commit, NOTIFY, bridge) alone.
+    pub first_p50_ms: f64,
+    /// Per event, last delivery minus first: the cost of fanning out to every socket.
+    pub spread_p50_ms: f64,
+    pub spread_p99_ms: f64,
     pub rss_idle_kib: Option<u64>,
     pub rss_connected_kib: Option<u64>,
     pub rss_peak_kib: Option<u64>,
+    /// The server's CPU time while publishing, as a share of one core.
+    pub server_cpu_pct: Option<f64>,
+    /// This process's (the clients') CPU over the same time: on one machine they compete.
+    pub clients_cpu_pct: Option<f64>,
 }
 
-/// What one client saw.
+/// What one client saw: (event index, latency in µs) per delivery.
 #[derive(Default)]
 struct Seen {
-    latencies_us: Vec<u32>,
+    deliveries: Vec<(u32, u32)>,
     lag_notices: u64,
 }
 
@@ -116,6 +125,9 @@ pub async fn run_fanout_bench(args: FanoutBenchArgs) -> anyhow::Result<Vec<Fanou
             args.rate
         );
         let sampler = tokio::spawn(sample_peak_rss(args.server_pid, stop_rx.clone()));
+        let own_pid = Some(std::process::id());
+        let (cpu_before, own_before) = (cpu_seconds(args.server_pid), cpu_seconds(own_pid));
+        let publishing = Instant::now();
         let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / args.rate));
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
         for (i, slot) in sent.iter().enumerate() {
@@ -124,23 +136,39 @@ pub async fn run_fanout_bench(args: FanoutBenchArgs) -> anyhow::Result<Vec<Fanou
             let _ = slot.set(Instant::now());
             publish(&http, &base, &run, db.as_ref(), &topic, step).await?;
         }
+        let share = |after: Option<f64>, before: Option<f64>| {
+            let seconds = publishing.elapsed().as_secs_f64();
+            after.zip(before).map(|(a, b)| (a - b) / seconds * 100.0)
+        };
+        let server_cpu_pct = share(cpu_seconds(args.server_pid), cpu_before);
+        let clients_cpu_pct = share(cpu_seconds(own_pid), own_before);
         // Stragglers get a moment before the clients stop listening.
         tokio::time::sleep(Duration::from_secs(2)).await;
         let _ = stop_tx.send(true);
         let rss_peak = sampler.await.unwrap_or(None);
 
         let mut all = Vec::with_capacity(n * events);
+        let mut first = vec![u32::MAX; events];
+        let mut last = vec![0u32; events];
         let mut lag_notices = 0;
         for reader in readers {
             let seen = reader.await.context("a client task")??;
             lag_notices += seen.lag_notices;
-            all.extend(seen.latencies_us);
+            for (i, us) in seen.deliveries {
+                let i = i as usize;
+                first[i] = first[i].min(us);
+                last[i] = last[i].max(us);
+                all.push(us);
+            }
         }
-        all.sort_unstable();
-        let pick = |q: f64| {
-            all.get(((all.len() as f64 - 1.0) * q).round() as usize)
-                .map_or(f64::NAN, |&us| us as f64 / 1000.0)
-        };
+        let delivered = |f: &&u32| **f != u32::MAX;
+        let mut first_delivery: Vec<u32> = first.iter().filter(delivered).copied().collect();
+        let mut spread: Vec<u32> = first
+            .iter()
+            .zip(&last)
+            .filter(|(f, _)| delivered(f))
+            .map(|(f, l)| l - f)
+            .collect();
         let expected = (n * events) as u64;
         let report = FanoutReport {
             clients: n,
@@ -148,22 +176,47 @@ pub async fn run_fanout_bench(args: FanoutBenchArgs) -> anyhow::Result<Vec<Fanou
             deliveries: all.len() as u64,
             missing: expected.saturating_sub(all.len() as u64),
             lag_notices,
-            p50_ms: pick(0.5),
-            p99_ms: pick(0.99),
-            max_ms: pick(1.0),
+            p50_ms: quantile_ms(&mut all, 0.5),
+            p99_ms: quantile_ms(&mut all, 0.99),
+            max_ms: quantile_ms(&mut all, 1.0),
+            first_p50_ms: quantile_ms(&mut first_delivery, 0.5),
+            spread_p50_ms: quantile_ms(&mut spread, 0.5),
+            spread_p99_ms: quantile_ms(&mut spread, 0.99),
             rss_idle_kib: rss_idle,
             rss_connected_kib: rss_connected,
             rss_peak_kib: rss_peak.max(rss_connected),
+            server_cpu_pct,
+            clients_cpu_pct,
         };
         eprintln!(
-            "[{n} clients] p50 {:.2} ms, p99 {:.2} ms, {} missing",
-            report.p50_ms, report.p99_ms, report.missing
+            "[{n} clients] p50 {:.2} ms, p99 {:.2} ms, {} missing; first delivery p50 {:.2} ms, \
+             fan-out spread p50 {:.2} ms, p99 {:.2} ms",
+            report.p50_ms,
+            report.p99_ms,
+            report.missing,
+            report.first_p50_ms,
+            report.spread_p50_ms,
+            report.spread_p99_ms
         );
         reports.push(report);
         // Let the server notice the closed sockets before the next round measures its memory.
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     Ok(reports)
+}
+
+/// Tungstenite zeroes its whole read buffer (128 KiB by default) before every socket read: with
+/// small frames that memset was 70% of the clients' CPU. 4 KiB holds any frame of this benchmark.
+fn client_config() -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
+    tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default().read_buffer_size(4096)
+}
+
+/// The `q` quantile of microsecond samples, in milliseconds (NaN when there are none).
+fn quantile_ms(samples: &mut [u32], q: f64) -> f64 {
+    samples.sort_unstable();
+    samples
+        .get(((samples.len() as f64 - 1.0) * q).round() as usize)
+        .map_or(f64::NAN, |&us| f64::from(us) / 1000.0)
 }
 
 type Socket =
@@ -184,7 +237,7 @@ async fn connect_all(
             let subscribe = subscribe.clone();
             async move {
                 let (mut ws, _) =
-                    tokio_tungstenite::connect_async(url)
+                    tokio_tungstenite::connect_async_with_config(url, Some(client_config()), false)
                         .await
                         .with_context(|| {
                             format!("connecting to {url} (is `ulimit -n` high enough?)")
@@ -227,27 +280,40 @@ async fn read(
         let Message::Text(text) = frame? else {
             continue;
         };
-        match serde_json::from_str::<ServerMsg>(&text)? {
-            ServerMsg::Event {
-                event: LiveEvent::Trainer(point),
-                ..
-            } => {
-                let sent_at = usize::try_from(point.step - first_step)
-                    .ok()
-                    .and_then(|i| sent.get(i))
-                    .and_then(OnceLock::get);
-                if let Some(sent_at) = sent_at {
+        // Only the frame's type and the event's step are decoded: the clients share this
+        // machine's cores with the server, so they should spend as little as they can.
+        let frame: FrameHead = serde_json::from_str(&text)?;
+        match (frame.kind, frame.event) {
+            ("event", Some(EventHead { step: Some(step) })) => {
+                let index = usize::try_from(step - first_step).ok();
+                let sent_at = index.and_then(|i| Some((i, sent.get(i)?.get()?)));
+                if let Some((index, sent_at)) = sent_at {
                     let us = received.saturating_duration_since(*sent_at).as_micros();
-                    seen.latencies_us
-                        .push(u32::try_from(us).unwrap_or(u32::MAX));
+                    let us = u32::try_from(us).unwrap_or(u32::MAX - 1);
+                    seen.deliveries.push((index as u32, us));
                 }
             }
-            ServerMsg::Lagged { .. } => seen.lag_notices += 1,
+            ("lagged", _) => seen.lag_notices += 1,
             _ => {}
         }
     }
     let _ = ws.close(None).await;
     Ok(seen)
+}
+
+/// The parts of a `ServerMsg` frame the clients look at; the rest is skipped unread.
+#[derive(serde::Deserialize)]
+struct FrameHead<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: &'a str,
+    #[serde(default)]
+    event: Option<EventHead>,
+}
+
+#[derive(serde::Deserialize)]
+struct EventHead {
+    #[serde(default)]
+    step: Option<i64>,
 }
 
 async fn publish(
@@ -287,6 +353,17 @@ async fn publish(
     Ok(())
 }
 
+/// The process's user + system CPU time in seconds, from `/proc/<pid>/stat` (Linux's USER_HZ is
+/// 100 on every architecture it exposes to user space).
+fn cpu_seconds(pid: Option<u32>) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid?)).ok()?;
+    // Fields after the command name (which may contain spaces) start at `state`, field 3.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i - 3)?.parse::<f64>().ok();
+    Some((ticks(14)? + ticks(15)?) / 100.0)
+}
+
 /// The process's resident set (VmRSS) in KiB, if it can be read.
 fn rss_kib(pid: Option<u32>) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{}/status", pid?)).ok()?;
@@ -313,7 +390,7 @@ pub fn print_fanout_reports(reports: &[FanoutReport]) {
     let mib =
         |kib: Option<u64>| kib.map_or("-".to_string(), |k| format!("{:.1}", k as f64 / 1024.0));
     println!(
-        "{:>8} {:>7} {:>11} {:>8} {:>7} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>12}",
+        "{:>8} {:>7} {:>11} {:>8} {:>7} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>12} {:>11}",
         "clients",
         "events",
         "deliveries",
@@ -325,7 +402,8 @@ pub fn print_fanout_reports(reports: &[FanoutReport]) {
         "RSS idle",
         "RSS conn.",
         "RSS peak",
-        "KiB/client"
+        "KiB/client",
+        "server CPU"
     );
     for r in reports {
         let per_client = match (r.rss_idle_kib, r.rss_peak_kib) {
@@ -336,7 +414,7 @@ pub fn print_fanout_reports(reports: &[FanoutReport]) {
             _ => "-".into(),
         };
         println!(
-            "{:>8} {:>7} {:>11} {:>8} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>10} {:>10} {:>10} {:>12}",
+            "{:>8} {:>7} {:>11} {:>8} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>10} {:>10} {:>10} {:>12} {:>11}",
             r.clients,
             r.events,
             r.deliveries,
@@ -348,8 +426,23 @@ pub fn print_fanout_reports(reports: &[FanoutReport]) {
             mib(r.rss_idle_kib),
             mib(r.rss_connected_kib),
             mib(r.rss_peak_kib),
-            per_client
+            per_client,
+            r.server_cpu_pct
+                .map_or("-".to_string(), |pct| format!("{pct:.0}%"))
         );
     }
-    println!("(RSS in MiB; KiB/client = (peak - idle) / clients)");
+    println!(
+        "(RSS in MiB; KiB/client = (peak - idle) / clients; server CPU while publishing, 100% = one core)"
+    );
+    for r in reports {
+        println!(
+            "{} clients: an event's first delivery p50 {:.2} ms; its last minus first delivery p50 {:.2} ms, p99 {:.2} ms; the clients' own CPU {}",
+            r.clients,
+            r.first_p50_ms,
+            r.spread_p50_ms,
+            r.spread_p99_ms,
+            r.clients_cpu_pct
+                .map_or("-".to_string(), |pct| format!("{pct:.0}%"))
+        );
+    }
 }
