@@ -1,5 +1,7 @@
 use std::time::Duration;
 
+use axum::extract::ws::Utf8Bytes;
+
 use lachesis_shared::live::{LiveEvent, ServerMsg, Topic};
 use lachesis_shared::runs::{GroupSummary, RunStatusPoint};
 

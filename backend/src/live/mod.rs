@@ -11,6 +11,7 @@
 
 pub mod bridge;
 pub mod hub;
+pub mod outbox;
 pub mod socket;
 
 pub use bridge::{Bridge, publish};

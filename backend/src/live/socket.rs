@@ -19,7 +19,8 @@ use lachesis_shared::live::{ClientMsg, LiveErrorCode, PROTOCOL_VERSION, ServerMs
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::hub::{CloseReason, Connection, MAX_SUBSCRIPTIONS, Next, Outbox, encode};
+use super::hub::{Connection, MAX_SUBSCRIPTIONS};
+use super::outbox::{CloseReason, Next, Outbox, encode};
 use crate::app::AppState;
 use crate::auth::Viewer;
 
@@ -212,7 +213,7 @@ async fn on_text(
     conn: &mut Connection,
     state: &AppState,
     viewer: &Viewer,
-) -> Result<(), super::hub::Closed> {
+) -> Result<(), super::outbox::Closed> {
     let outbox = conn.outbox().clone();
     let reply = match serde_json::from_str::<ClientMsg>(text) {
         Err(e) => error(
