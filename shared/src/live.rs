@@ -47,11 +47,17 @@ impl Topic {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ClientMsg {
-    Subscribe { topic: Topic },
-    Unsubscribe { topic: Topic },
+    Subscribe {
+        topic: Topic,
+    },
+    Unsubscribe {
+        topic: Topic,
+    },
     /// Application-level heartbeat: browsers cannot see WebSocket ping frames, so the client
     /// pings and treats a missing pong as a dead connection.
-    Ping { nonce: u64 },
+    Ping {
+        nonce: u64,
+    },
 }
 
 /// Server → browser.

@@ -175,3 +175,18 @@ async fn bad_dashboard_requests_get_typed_errors() {
         .unwrap();
     assert_eq!(bad_metrics.status(), 422);
 }
+
+#[tokio::test]
+async fn groups_too_large_for_a_live_notice_are_still_stored() {
+    let app = TestApp::spawn().await;
+    app.post("/runs/big/register", &registration(1)).await;
+    // 400 sequences whose scores need exponents: the notice cannot carry them.
+    let mut body = group(3, 400, None);
+    body["scores"] = json!(vec![1.5e-20; 400]);
+    app.post("/runs/big/scored_data", &body).await;
+    app.post("/runs/big/scored_data_list", &json!([body])).await;
+    let metrics = app.get("/api/runs/big/metrics").await;
+    let groups = metrics["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 2);
+    assert_eq!(groups[1]["scores"].as_array().unwrap().len(), 400);
+}

@@ -623,6 +623,7 @@ async fn a_group_posted_to_the_api_reaches_the_run_and_its_environment() {
     )
     .await;
     let mut topics = Vec::new();
+    let mut delivered = Vec::new();
     for _ in 0..2 {
         match watcher.recv().await {
             ServerMsg::Event {
@@ -634,9 +635,23 @@ async fn a_group_posted_to_the_api_reaches_the_run_and_its_environment() {
                 assert_eq!(group.scores, vec![0.0, 0.25, 0.5, 0.75]);
                 assert_eq!(group.tokens, 16);
                 topics.push(topic);
+                delivered.push(group);
             }
             other => panic!("expected the group, got {other:?}"),
         }
     }
     assert_eq!(topics, vec![run, env_topic]);
+    // The event carries the stored group's id and arrival time, as the dashboards' history does.
+    let history: serde_json::Value = http
+        .get(format!("{base}/api/runs/exp/metrics"))
+        .send()
+        .await
+        .expect("GET metrics")
+        .json()
+        .await
+        .expect("metrics JSON");
+    let stored: lachesis_shared::runs::GroupSummary =
+        serde_json::from_value(history["groups"][0].clone()).expect("a stored group");
+    assert_eq!(delivered[0], stored);
+    assert!(stored.id > 0 && stored.at_ms > 1_700_000_000_000);
 }

@@ -190,20 +190,24 @@ pub async fn ingest(
 
 /// The rest of an ingest statement after the `g` CTE (the inserted group's id and arrival):
 /// its `group_stats` row ($1 run, $2 env, $4 weight version, $7-$9 the numbers), and the live
-/// notice ($10 channel, $11 the event with the id and time still to fill in). Folding the notice
-/// into the statement saves a round trip per group.
+/// notice ($10 channel, $11 the event with id and time 0, filled in here by text replacement: a
+/// JSON round trip through Postgres would respace it and could overflow NOTIFY's limit). Folding
+/// the notice into the statement saves a round trip per group.
 const STATS_AND_NOTICE: &str = "s AS (
          INSERT INTO group_stats (group_id, run_id, env_id, received_at, weight_version, scores, advantages, tokens)
          SELECT id, $1, $2, received_at, $4, $7, $8, $9 FROM g
          RETURNING group_id, (extract(epoch FROM received_at) * 1000)::bigint AS at_ms)
      SELECT s.group_id, s.at_ms FROM s
-     CROSS JOIN LATERAL (SELECT pg_notify($10, CASE WHEN $11::text IS NULL THEN NULL ELSE
-         jsonb_set(jsonb_set($11::jsonb, '{event,id}', to_jsonb(s.group_id)),
-                   '{event,at_ms}', to_jsonb(s.at_ms))::text END)) AS n";
+     LEFT JOIN LATERAL (
+         SELECT pg_notify($10, replace(replace($11::text,
+                    '\"id\":0,', '\"id\":' || s.group_id || ','),
+                    '\"at_ms\":0,', '\"at_ms\":' || s.at_ms || ','))
+         WHERE $11::text IS NOT NULL) AS n ON true";
 
 /// The live event for a group about to be stored, id and time zero (the statement sets them);
 /// `None` when even a trimmed event cannot fit a notification. Large ids and times take at most
-/// 32 more bytes than the zeros, which the margin keeps within NOTIFY's limit.
+/// 32 more bytes than the zeros, which the margin keeps within NOTIFY's limit. `"id":0,` and
+/// `"at_ms":0,` occur once each: run names cannot hold quotes, and no other key ends so.
 fn live_notice(run: &str, group: &CheckedGroup) -> Option<String> {
     let topic = lachesis_shared::live::Topic::Run {
         run: run.to_string(),
