@@ -41,6 +41,9 @@ pub struct ApiBenchArgs {
     pub batch_size: usize,
     #[arg(long, default_value_t = 200)]
     pub batch_calls: usize,
+    /// A bearer token for one target, as NAME=TOKEN (a server with accounts on); repeatable.
+    #[arg(long = "token")]
+    pub tokens_by_target: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -262,14 +265,25 @@ async fn measure_batch(
 }
 
 pub async fn run_api_bench(args: ApiBenchArgs) -> anyhow::Result<Vec<TargetReport>> {
-    // uvicorn closes idle keep-alive connections after 5 s; never reuse one that old.
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(args.clients * 2)
-        .pool_idle_timeout(Duration::from_secs(2))
-        .build()?;
     let mut reports = Vec::new();
     for target in &args.targets {
         let (name, url) = target.split_once('=').context("targets are NAME=URL")?;
+        let mut headers = reqwest::header::HeaderMap::new();
+        for given in &args.tokens_by_target {
+            let (for_name, token) = given.split_once('=').context("tokens are NAME=TOKEN")?;
+            if for_name == name {
+                headers.insert(
+                    reqwest::header::AUTHORIZATION,
+                    format!("Bearer {token}").parse()?,
+                );
+            }
+        }
+        // uvicorn closes idle keep-alive connections after 5 s; never reuse one that old.
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(args.clients * 2)
+            .pool_idle_timeout(Duration::from_secs(2))
+            .default_headers(headers)
+            .build()?;
         let base = url.trim_end_matches('/');
         eprintln!(
             "[{name}] ingest: {} groups of {}x{} from {} clients",
