@@ -60,11 +60,10 @@ impl AppState {
             engine: None,
             live: crate::live::Hub::new(),
             activity: Arc::default(),
-            auth: Arc::new(crate::auth::AuthSettings {
-                enabled: config.auth,
-                admin_token: config.api_token.as_deref().map(Arc::from),
-                limiter: crate::auth::LoginLimiter::default(),
-            }),
+            auth: Arc::new(crate::auth::AuthSettings::new(
+                config.auth,
+                config.api_token.as_deref().map(Arc::from),
+            )),
         }
     }
 
@@ -203,11 +202,10 @@ impl Server {
         if config.auth && config.api_token.is_none() && !config.envs.is_empty() {
             // In-process workers need a credential when accounts are on: a secret made for this
             // process alone, never shown.
-            state.auth = Arc::new(crate::auth::AuthSettings {
-                enabled: true,
-                admin_token: Some(Arc::from(crate::auth::secrets::new_api_token())),
-                limiter: crate::auth::LoginLimiter::default(),
-            });
+            state.auth = Arc::new(crate::auth::AuthSettings::new(
+                true,
+                Some(Arc::from(crate::auth::secrets::new_api_token())),
+            ));
         }
         if let Some(path) = config.model.clone() {
             let shown = path.display().to_string();

@@ -9,6 +9,7 @@
 //! owners); public runs are readable by anyone. A run that does not exist, and one the caller may
 //! not see, get the same 404 so that names do not leak across teams.
 
+mod cache;
 pub mod error;
 mod limiter;
 pub mod routes;
@@ -38,6 +39,28 @@ pub struct AuthSettings {
     /// The server's own token (`--api-token`): full rights, for operators and in-process workers.
     pub admin_token: Option<Arc<str>>,
     pub limiter: LoginLimiter,
+    /// Token hash -> the token's caller (`None`: no such live token).
+    pub tokens: cache::TtlCache<Vec<u8>, Option<Viewer>>,
+    /// Run -> its owner, for runs that exist.
+    pub owners: cache::TtlCache<String, store::RunOwner>,
+}
+
+impl AuthSettings {
+    pub fn new(enabled: bool, admin_token: Option<Arc<str>>) -> Self {
+        Self {
+            enabled,
+            admin_token,
+            limiter: LoginLimiter::default(),
+            tokens: cache::TtlCache::default(),
+            owners: cache::TtlCache::default(),
+        }
+    }
+
+    /// After a token is revoked or a run's visibility changes through this instance.
+    pub fn forget_cached(&self) {
+        self.tokens.clear();
+        self.owners.clear();
+    }
 }
 
 /// The caller of one request.
@@ -99,9 +122,16 @@ pub async fn identify(headers: &HeaderMap, state: &AppState) -> Result<Viewer, A
         return Ok(Viewer::Open);
     }
     if let Some(token) = bearer {
-        return store::token_viewer(&state.db, token)
-            .await?
-            .ok_or(AppError::NotSignedIn);
+        let hash = secrets::token_hash(token);
+        let viewer = match settings.tokens.get(&hash) {
+            Some(viewer) => viewer,
+            None => {
+                let viewer = store::token_viewer(&state.db, token).await?;
+                settings.tokens.put(hash, viewer.clone());
+                viewer
+            }
+        };
+        return viewer.ok_or(AppError::NotSignedIn);
     }
     match session_cookie(headers) {
         Some(secret) => Ok(store::session_viewer(&state.db, secret)
@@ -109,6 +139,18 @@ pub async fn identify(headers: &HeaderMap, state: &AppState) -> Result<Viewer, A
             .unwrap_or(Viewer::Anonymous)),
         None => Ok(Viewer::Anonymous),
     }
+}
+
+/// A run's owner, remembered for a few seconds once the run exists.
+async fn owner_of(state: &AppState, run: &str) -> Result<Option<store::RunOwner>, sqlx::Error> {
+    if let Some(owner) = state.auth.owners.get(&run.to_string()) {
+        return Ok(Some(owner));
+    }
+    let owner = store::run_owner(&state.db, run).await?;
+    if let Some(owner) = &owner {
+        state.auth.owners.put(run.to_string(), owner.clone());
+    }
+    Ok(owner)
 }
 
 /// The session secret from the `Cookie` header, if any.
@@ -180,7 +222,7 @@ impl Viewer {
         {
             return Err(AppError::NotFound(RUN));
         }
-        let mut owner = store::run_owner(&state.db, run).await?;
+        let mut owner = owner_of(state, run).await?;
         if owner.is_none()
             && create
             && access == Access::Write
@@ -191,7 +233,7 @@ impl Viewer {
             } = self
         {
             store::create_team_run(&state.db, run, *team_id).await?;
-            owner = store::run_owner(&state.db, run).await?;
+            owner = owner_of(state, run).await?;
         }
         let Some(owner) = owner else {
             return Err(self.not_found_or_sign_in(RUN));

@@ -389,6 +389,7 @@ async fn revoke_token(
     viewer.check_csrf(&headers)?;
     let team = team_for(&state, &viewer, &team, Role::Owner).await?;
     if store::revoke_token(&state.db, team, id).await? {
+        state.auth.forget_cached();
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(AppError::NotFound("token"))

@@ -54,6 +54,7 @@ pub async fn session_viewer(db: &PgPool, secret: &str) -> Result<Option<Viewer>,
 }
 
 /// Who owns a run and whether it is public; `None` when the run does not exist.
+#[derive(Debug, Clone)]
 pub struct RunOwner {
     pub team_id: Option<i64>,
     pub public: bool,

@@ -236,6 +236,7 @@ async fn set_visibility(
     readable_run(&state, &viewer, &run).await?;
     viewer.check_run(&state, &run, Access::Write, false).await?;
     crate::auth::store::set_public(&state.db, &run, visibility.public).await?;
+    state.auth.forget_cached();
     Ok(StatusCode::NO_CONTENT)
 }
 
