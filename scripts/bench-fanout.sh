@@ -12,32 +12,14 @@ cd "$LACHESIS_REPO"
 # Each client is a socket here and one in the server: raise the descriptor limit for both.
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
-profile=${BENCH_PROFILE:-release}
-if [[ $profile == release ]]; then cargo build --release -p lachesis-backend; else cargo build -p lachesis-backend; fi
-bin="$(lachesis_target_dir)/$profile/lachesis"
-
-work=$(mktemp -d /var/tmp/lachesis-bench.XXXXXX)
-chmod 755 "$work"
-port=$(scripts/pg.sh freeport)
+# shellcheck source=scripts/bench-setup.sh
+source scripts/bench-setup.sh
 server_port=${BENCH_PORT:-18310}
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    scripts/pg.sh stop "$work/pg" >/dev/null 2>&1 || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-# Durability as in production (fsync on): each report is a committed transaction.
-scripts/pg.sh start "$work/pg" "$port" >/dev/null
-scripts/pg.sh createdb "$port" bench >/dev/null
-database_url="postgres://postgres@127.0.0.1:$port/bench"
 # No embedded model: its weights would dominate the resident memory being measured.
 DATABASE_URL=$database_url "$bin" serve --port "$server_port" --no-embedded-model >"$work/lachesis.log" 2>&1 &
 server=$!
 pids+=("$server")
 url=http://127.0.0.1:$server_port
-for _ in $(seq 1 100); do curl -sf "$url/" >/dev/null && break; sleep 0.2; done
-curl -sf "$url/" >/dev/null || { echo "no server answers at $url" >&2; cat "$work/lachesis.log" >&2; exit 1; }
+wait_for "$url/"
 
 DATABASE_URL=$database_url "$bin" bench fanout --url "$url" --server-pid "$server" "$@"

@@ -19,33 +19,19 @@ if ! "$VENV/bin/python" -c "import llama_cpp.server" 2>/dev/null; then
     CMAKE_ARGS=$LLAMA_CMAKE_ARGS "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir \
         "llama-cpp-python[server]==0.3.36"
 fi
-profile=${BENCH_PROFILE:-release}
-if [[ $profile == release ]]; then cargo build --release -p lachesis-backend; else cargo build -p lachesis-backend; fi
-bin="$(lachesis_target_dir)/$profile/lachesis"
 
-work=$(mktemp -d /var/tmp/lachesis-bench.XXXXXX)
-chmod 755 "$work"
-port=$(scripts/pg.sh freeport)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    scripts/pg.sh stop "$work/pg" >/dev/null 2>&1 || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=scripts/bench-setup.sh
+source scripts/bench-setup.sh
 
-scripts/pg.sh start "$work/pg" "$port" >/dev/null
-scripts/pg.sh createdb "$port" bench >/dev/null
-DATABASE_URL="postgres://postgres@127.0.0.1:$port/bench" "$bin" serve --port 18310 --model "$MODEL" \
+DATABASE_URL=$database_url "$bin" serve --port 18310 --model "$MODEL" \
     >"$work/lachesis.log" 2>&1 &
 pids+=($!)
 threads=$(nproc)
 "$VENV/bin/python" -m llama_cpp.server --model "$MODEL" --host 127.0.0.1 --port 18311 \
     --n_threads "$threads" --n_ctx 2048 >"$work/llamacpp.log" 2>&1 &
 pids+=($!)
-for url in http://127.0.0.1:18310/v1/models http://127.0.0.1:18311/v1/models; do
-    for _ in $(seq 1 300); do curl -sf "$url" >/dev/null && break; sleep 0.2; done
-    curl -sf "$url" >/dev/null || { echo "no server answers at $url" >&2; cat "$work"/*.log >&2; exit 1; }
-done
+# Loading the model takes a while.
+wait_for http://127.0.0.1:18310/v1/models 60
+wait_for http://127.0.0.1:18311/v1/models 60
 
 "$bin" bench generate --target lachesis=http://127.0.0.1:18310 --target llama.cpp=http://127.0.0.1:18311 "$@"
