@@ -11,7 +11,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use lachesis_shared::runs::GroupSummary;
 
-use super::{readable_run, store, with_texts};
+use super::{load_details, readable_run, store};
 use crate::app::AppState;
 use crate::auth::{AppError, Viewer};
 
@@ -142,15 +142,8 @@ pub async fn rollouts_jsonl(
 ) -> Result<Response, AppError> {
     readable_run(&state, &viewer, &run).await?;
     let rows = paged(state, run.clone(), |state, page| async move {
-        let ids: Vec<i64> = page.iter().map(|g| g.id).collect();
-        let payloads = store::payloads(&state.db, &ids).await?;
         let mut text = String::new();
-        for detail in with_texts(&state, page).await? {
-            let group = payloads
-                .iter()
-                .find(|(id, _)| *id == detail.summary.id)
-                .and_then(|(_, stored)| crate::trajectory::store::decode_payload(stored).ok())
-                .and_then(|json| serde_json::from_slice::<serde_json::Value>(&json).ok());
+        for (detail, group) in load_details(&state, page, true).await? {
             let line = serde_json::json!({
                 "summary": detail.summary,
                 "texts": detail.texts,

@@ -12,6 +12,7 @@ use axum::routing::{get, put};
 use axum::{Json, Router};
 use lachesis_shared::runs::{GroupDetail, GroupSummary, RunMetrics, RunSummary};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::app::AppState;
@@ -58,7 +59,12 @@ async fn readable_run(state: &AppState, viewer: &Viewer, run: &str) -> Result<()
         return Err(AppError::NotFound("run"));
     }
     viewer.check_run(state, run, Access::Read, false).await?;
-    if viewer.is_full_rights() && store::runs(&state.db, &full(), Some(run)).await?.is_empty() {
+    // `check_run` waves full-rights callers through without looking the run up.
+    if viewer.is_full_rights()
+        && crate::auth::store::run_owner(&state.db, run)
+            .await?
+            .is_none()
+    {
         return Err(AppError::NotFound("run"));
     }
     Ok(())
@@ -146,6 +152,18 @@ async fn with_texts(
     state: &AppState,
     summaries: Vec<GroupSummary>,
 ) -> Result<Vec<GroupDetail>, AppError> {
+    let details = load_details(state, summaries, false).await?;
+    Ok(details.into_iter().map(|(detail, _)| detail).collect())
+}
+
+/// Each group's texts and, with `keep_group`, the group as the trainer received it (`None` once
+/// `/reset_data` removed it), kept as raw JSON to be written out unchanged. Each payload is
+/// fetched and decompressed once.
+async fn load_details(
+    state: &AppState,
+    summaries: Vec<GroupSummary>,
+    keep_group: bool,
+) -> Result<Vec<(GroupDetail, Option<Box<RawValue>>)>, AppError> {
     let ids: Vec<i64> = summaries.iter().map(|s| s.id).collect();
     let payloads = store::payloads(&state.db, &ids).await?;
     let engine = state.engine.clone();
@@ -154,11 +172,18 @@ async fn with_texts(
         summaries
             .into_iter()
             .map(|summary| {
-                let payload = payloads.iter().find(|(id, _)| *id == summary.id);
-                let texts = payload
-                    .and_then(|(_, stored)| texts_of(stored, engine.as_ref()))
+                let json = payloads
+                    .iter()
+                    .find(|(id, _)| *id == summary.id)
+                    .and_then(|(_, stored)| crate::trajectory::store::decode_payload(stored).ok());
+                let texts = json
+                    .as_deref()
+                    .and_then(|json| texts_of(json, engine.as_ref()))
                     .unwrap_or_else(|| vec![None; summary.scores.len()]);
-                GroupDetail { summary, texts }
+                let group = json
+                    .filter(|_| keep_group)
+                    .and_then(|json| serde_json::from_slice(&json).ok());
+                (GroupDetail { summary, texts }, group)
             })
             .collect()
     })
@@ -175,13 +200,12 @@ struct StoredGroup {
 }
 
 /// Each sequence's text: its chat messages when sent, else its completion (the unmasked tokens)
-/// decoded by the embedded model's tokenizer; `None` for a corrupt payload.
+/// decoded by the embedded model's tokenizer; `None` for a group that does not parse.
 fn texts_of(
-    stored: &[u8],
+    json: &[u8],
     engine: Option<&lachesis_inference::Engine>,
 ) -> Option<Vec<Option<String>>> {
-    let json = crate::trajectory::store::decode_payload(stored).ok()?;
-    let group: StoredGroup = serde_json::from_slice(&json).ok()?;
+    let group: StoredGroup = serde_json::from_slice(json).ok()?;
     if let Some(messages) = group.messages {
         return Some(
             messages
@@ -257,7 +281,7 @@ mod tests {
     }
 
     #[test]
-    fn corrupt_payloads_have_no_texts() {
-        assert_eq!(texts_of(b"not zstd", None), None);
+    fn unparsable_groups_have_no_texts() {
+        assert_eq!(texts_of(b"not json", None), None);
     }
 }

@@ -281,7 +281,7 @@ async fn scored_data(
     Checked(group): Checked<CheckedGroup>,
 ) -> Result<Json<ScoredDataResponse>, ApiError> {
     let mut conn = state.db.acquire().await?;
-    let (outcome, _) = store::ingest(&mut conn, &run, &group).await?;
+    let outcome = store::ingest(&mut conn, &run, &group).await?;
     state.metrics.group_received(&run, outcome);
     state.activity.touch(&run);
     Ok(Json(match outcome {
@@ -306,7 +306,7 @@ async fn scored_data_list(
     let mut tx = state.db.begin().await?;
     let mut outcomes = Vec::with_capacity(groups.len());
     for group in &groups {
-        outcomes.push(store::ingest(&mut tx, &run, group).await?.0);
+        outcomes.push(store::ingest(&mut tx, &run, group).await?);
     }
     tx.commit().await?;
     state.activity.touch(&run);

@@ -151,7 +151,7 @@ pub async fn ingest(
     conn: &mut PgConnection,
     run: &str,
     group: &CheckedGroup,
-) -> Result<(Ingested, GroupSummary), ApiError> {
+) -> Result<Ingested, ApiError> {
     let payload = encode_payload(&group.json);
     let n_seqs = i32::try_from(group.n_seqs).unwrap_or(i32::MAX);
     // Only an id that fits the envs table's integer can name a registered env.
@@ -180,12 +180,11 @@ pub async fn ingest(
     .bind(&notice)
     .fetch_optional(&mut *conn)
     .await?;
-    if let Some((id, at_ms)) = queued {
-        return Ok((Ingested::Queued, summary(run, group, id, at_ms)));
+    if queued.is_some() {
+        return Ok(Ingested::Queued);
     }
     let env_id = env_id.expect("only a registered env can send a group to the buffer");
-    let (outcome, id, at_ms) = buffer_group(conn, run, env_id, group, &payload, &notice).await?;
-    Ok((outcome, summary(run, group, id, at_ms)))
+    buffer_group(conn, run, env_id, group, &payload, &notice).await
 }
 
 /// The rest of an ingest statement after the `g` CTE (the inserted group's id and arrival):
@@ -230,7 +229,6 @@ fn summary(run: &str, group: &CheckedGroup, id: i64, at_ms: i64) -> GroupSummary
     }
 }
 
-/// Buffers a group; answers where it went, its id and its arrival time (Unix ms).
 async fn buffer_group(
     conn: &mut PgConnection,
     run: &str,
@@ -238,7 +236,7 @@ async fn buffer_group(
     group: &CheckedGroup,
     payload: &[u8],
     notice: &Option<String>,
-) -> Result<(Ingested, i64, i64), ApiError> {
+) -> Result<Ingested, ApiError> {
     let n_seqs = i32::try_from(group.n_seqs).unwrap_or(i32::MAX);
     // The env row lock serialises this env's buffer across requests and server instances.
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
@@ -248,7 +246,9 @@ async fn buffer_group(
             .bind(env_id)
             .fetch_one(&mut *tx)
             .await?;
-    let (id, at_ms): (i64, i64) = sqlx::query_as(&format!(
+    // $6 (the fast path's env check) is not needed here; it is bound and referenced only so that
+    // both statements share STATS_AND_NOTICE's parameter numbers.
+    sqlx::query(&format!(
         "WITH g AS (
              INSERT INTO groups (run_id, env_id, n_seqs, weight_version, state, payload)
              SELECT $1, $2, $3, $4, 'buffered', $5 WHERE $6::int IS NOT NULL
@@ -266,7 +266,7 @@ async fn buffer_group(
     .bind(group.stats.tokens)
     .bind(crate::live::bridge::CHANNEL)
     .bind(notice)
-    .fetch_one(&mut *tx)
+    .execute(&mut *tx)
     .await?;
     let buffered: Vec<(i64, i32)> = sqlx::query_as(
         "SELECT id, n_seqs FROM groups WHERE run_id = $1 AND env_id = $2 AND state = 'buffered' ORDER BY id",
@@ -297,13 +297,9 @@ async fn buffer_group(
         .map(|&(_, n)| i64::from(n))
         .sum();
     tx.commit().await?;
-    Ok((
-        Ingested::Buffered {
-            buffer_size: remaining,
-        },
-        id,
-        at_ms,
-    ))
+    Ok(Ingested::Buffered {
+        buffer_size: remaining,
+    })
 }
 
 /// `/status`: the step and the number of queued groups.
