@@ -11,6 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::chess::{ChessGameEvent, ChessMoveEvent};
 use crate::runs::{GroupSummary, RunStatusPoint, TrainerPoint};
 
 /// Bumped on any incompatible change; the server states its version in [`ServerMsg::Welcome`].
@@ -57,6 +58,12 @@ pub enum ClientMsg {
     /// pings and treats a missing pong as a dead connection.
     Ping {
         nonce: u64,
+    },
+    /// A move in a chess game the client plays; the server validates it and answers on the
+    /// game's topic (or with an error frame).
+    ChessMove {
+        game: String,
+        uci: String,
     },
 }
 
@@ -110,6 +117,8 @@ pub enum LiveErrorCode {
     NotFound,
     /// Too many subscriptions on this connection.
     TooManySubscriptions,
+    /// An action (a chess move) the rules or the game's state refuse.
+    Rejected,
 }
 
 /// What happened on a topic.
@@ -122,12 +131,16 @@ pub enum LiveEvent {
     Status(RunStatusPoint),
     /// A trainer reported metrics for a step (stream).
     Trainer(TrainerPoint),
+    /// A move was played in a chess game (stream).
+    ChessMove(Box<ChessMoveEvent>),
+    /// A chess game ended or was reviewed (state).
+    ChessGame(ChessGameEvent),
 }
 
 impl LiveEvent {
     /// State events replace an undelivered predecessor on the same topic instead of queueing.
     pub fn is_state(&self) -> bool {
-        matches!(self, LiveEvent::Status(_))
+        matches!(self, LiveEvent::Status(_) | LiveEvent::ChessGame(_))
     }
 }
 

@@ -1,0 +1,218 @@
+//! The agent's policy: each legal move is scored by weighted features (the search's value among
+//! them) and one is sampled from a softmax at a temperature. The weights are what learning moves.
+
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use shakmaty::{Chess, Move};
+
+use crate::features::{self, FEATURE_COUNT, MoveFeatures, NAMES};
+use crate::search::{self, SearchStats};
+use crate::shakmaty;
+
+/// The default search depth (plies, the move itself included): answers well inside 200 ms.
+pub const DEFAULT_DEPTH: u32 = 2;
+pub const DEFAULT_TEMPERATURE: f64 = 0.4;
+
+/// A versioned set of weights with its sampling settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyParams {
+    pub version: i64,
+    pub weights: Vec<f64>,
+    /// In pawns of weighted score: higher plays more varied moves.
+    pub temperature: f64,
+    pub depth: u32,
+}
+
+impl Default for PolicyParams {
+    /// Version 0: a sober player that only trusts the search (one pawn of search value is one
+    /// unit of score). Aggression is what it has to learn.
+    fn default() -> Self {
+        let mut weights = vec![0.0; FEATURE_COUNT];
+        weights[0] = 1.0;
+        Self {
+            version: 0,
+            weights,
+            temperature: DEFAULT_TEMPERATURE,
+            depth: DEFAULT_DEPTH,
+        }
+    }
+}
+
+impl PolicyParams {
+    /// Parameters stored as JSON; a blob with the wrong number of weights is refused.
+    pub fn from_json(value: &serde_json::Value) -> Result<Self, String> {
+        let params: PolicyParams =
+            serde_json::from_value(value.clone()).map_err(|e| format!("policy parameters: {e}"))?;
+        if params.weights.len() != FEATURE_COUNT {
+            return Err(format!(
+                "policy parameters have {} weights, expected {FEATURE_COUNT}",
+                params.weights.len()
+            ));
+        }
+        if !params.temperature.is_finite()
+            || params.temperature <= 0.0
+            || params.weights.iter().any(|w| !w.is_finite())
+        {
+            return Err("policy parameters must be finite with a positive temperature".into());
+        }
+        Ok(params)
+    }
+
+    pub fn named_weights(&self) -> Vec<(&'static str, f64)> {
+        NAMES
+            .iter()
+            .copied()
+            .zip(self.weights.iter().copied())
+            .collect()
+    }
+
+    fn score(&self, f: &MoveFeatures) -> f64 {
+        f.values()
+            .iter()
+            .zip(&self.weights)
+            .map(|(x, w)| x * w)
+            .sum()
+    }
+}
+
+/// One move choice, with what learning needs to credit it.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    pub chosen: Move,
+    pub features: MoveFeatures,
+    /// The search's value of the chosen move and of the best move, in centipawns.
+    pub chosen_value: i32,
+    pub best_value: i32,
+    /// d log π(chosen) / d weights: (f(chosen) − E_π[f]) / temperature.
+    pub log_prob_gradient: [f64; FEATURE_COUNT],
+    pub probability: f64,
+    pub nodes: u64,
+}
+
+/// Chooses a move for the side to move; `None` when the game is over.
+pub fn choose(params: &PolicyParams, pos: &Chess, rng: &mut impl Rng) -> Option<Decision> {
+    let mut stats = SearchStats::default();
+    let scored = search::score_moves(pos, params.depth.max(1), &mut stats);
+    if scored.is_empty() {
+        return None;
+    }
+    let best_value = scored.iter().map(|(_, v)| *v).max().unwrap_or(0);
+    let candidates: Vec<(Move, i32, MoveFeatures, f64)> = scored
+        .into_iter()
+        .map(|(m, value)| {
+            let f = features::extract(pos, m, value);
+            let s = params.score(&f) / params.temperature;
+            (m, value, f, s)
+        })
+        .collect();
+    let top = candidates
+        .iter()
+        .map(|c| c.3)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let exps: Vec<f64> = candidates.iter().map(|c| (c.3 - top).exp()).collect();
+    let total: f64 = exps.iter().sum();
+    let mut draw = rng.random::<f64>() * total;
+    let mut index = candidates.len() - 1;
+    for (i, e) in exps.iter().enumerate() {
+        if draw < *e {
+            index = i;
+            break;
+        }
+        draw -= e;
+    }
+    let mut expected = [0.0; FEATURE_COUNT];
+    for (c, e) in candidates.iter().zip(&exps) {
+        for (acc, x) in expected.iter_mut().zip(c.2.values()) {
+            *acc += x * e / total;
+        }
+    }
+    let (chosen, chosen_value, f, _) = candidates[index];
+    let mut log_prob_gradient = [0.0; FEATURE_COUNT];
+    for ((g, x), mean) in log_prob_gradient.iter_mut().zip(f.values()).zip(expected) {
+        *g = (x - mean) / params.temperature;
+    }
+    Some(Decision {
+        chosen,
+        features: f,
+        chosen_value,
+        best_value,
+        log_prob_gradient,
+        probability: exps[index] / total,
+        nodes: stats.nodes,
+    })
+}
+
+/// Every legal move with its probability under `params`.
+pub fn distribution(params: &PolicyParams, pos: &Chess) -> Vec<(Move, f64)> {
+    let mut stats = SearchStats::default();
+    let scored = search::score_moves(pos, params.depth.max(1), &mut stats);
+    let scores: Vec<f64> = scored
+        .iter()
+        .map(|(m, v)| params.score(&features::extract(pos, *m, *v)) / params.temperature)
+        .collect();
+    let top = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let total: f64 = scores.iter().map(|s| (s - top).exp()).sum();
+    scored
+        .iter()
+        .zip(&scores)
+        .map(|((m, _), s)| (*m, (s - top).exp() / total))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lachesis_shared::chess::rules::{START_FEN, parse_fen, uci_of};
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    #[test]
+    fn a_cold_sober_policy_takes_the_free_queen() {
+        let params = PolicyParams {
+            temperature: 0.05,
+            ..PolicyParams::default()
+        };
+        let pos = parse_fen("4k3/8/8/3q4/8/8/3R4/4K3 w - - 0 1").unwrap();
+        let mut rng = StdRng::seed_from_u64(1);
+        let d = choose(&params, &pos, &mut rng).unwrap();
+        assert_eq!(uci_of(d.chosen), "d2d5");
+        assert!(d.probability > 0.99);
+        assert_eq!(d.chosen_value, d.best_value);
+    }
+
+    #[test]
+    fn the_gradient_points_from_the_average_move_to_the_chosen_one() {
+        let params = PolicyParams::default();
+        let pos = parse_fen(START_FEN).unwrap();
+        let mut rng = StdRng::seed_from_u64(7);
+        let d = choose(&params, &pos, &mut rng).unwrap();
+        let p = |params: &PolicyParams| {
+            distribution(params, &pos)
+                .into_iter()
+                .find(|(m, _)| *m == d.chosen)
+                .unwrap()
+                .1
+        };
+        assert!((p(&params) - d.probability).abs() < 1e-9);
+        // Moving weights along the gradient makes the chosen move more likely.
+        let mut nudged = params.clone();
+        for (w, g) in nudged.weights.iter_mut().zip(d.log_prob_gradient) {
+            *w += 0.05 * g;
+        }
+        assert!(p(&nudged) > p(&params), "{} -> {}", p(&params), p(&nudged));
+    }
+
+    #[test]
+    fn stored_parameters_are_checked() {
+        let good = serde_json::to_value(PolicyParams::default()).unwrap();
+        assert_eq!(
+            PolicyParams::from_json(&good).unwrap(),
+            PolicyParams::default()
+        );
+        let short =
+            serde_json::json!({"version": 1, "weights": [1.0], "temperature": 0.5, "depth": 2});
+        assert!(PolicyParams::from_json(&short).is_err());
+        let cold = serde_json::json!({"version": 1, "weights": vec![0.0; FEATURE_COUNT], "temperature": 0.0, "depth": 2});
+        assert!(PolicyParams::from_json(&cold).is_err());
+    }
+}

@@ -1,0 +1,114 @@
+use lachesis_shared::chess::rules::{parse_fen, parse_uci};
+use proptest::prelude::*;
+
+use super::*;
+
+fn verdict(fen: &str, uci: &str) -> MoveReward {
+    let pos = parse_fen(fen).unwrap();
+    engine_verdict(&pos, parse_uci(&pos, uci).unwrap(), JUDGE_DEPTH)
+}
+
+#[test]
+fn a_sound_sacrifice_outscores_a_blunder_and_a_quiet_move() {
+    // Qxh7+?? with nothing behind it: the queen is simply lost to the king.
+    let blunder = verdict(
+        "rnb1kbnr/pppp1ppp/8/4p3/8/3B1Q2/PPPP1PPP/RNB1K1NR w KQkq - 0 1",
+        "f3f7",
+    );
+    assert!(blunder.material_offered >= 800, "{blunder:?}");
+    assert!(blunder.soundness < 2.0, "{blunder:?}");
+    // Smothered mate: Qg8+ Rxg8 Nf7#. The queen is offered and the mate repays it.
+    let sound = verdict("5r1k/6pp/7N/3Q4/8/8/8/6K1 w - - 0 1", "d5g8");
+    // Queen for rook by static exchange (the knight takes back on g8).
+    assert_eq!(sound.material_offered, 400, "{sound:?}");
+    assert_eq!(sound.brilliance, 10.0, "{sound:?}");
+    assert!(sound.soundness > 8.0, "{sound:?}");
+    assert!(sound.brilliance > blunder.brilliance);
+    assert!(sound.total > blunder.total);
+    let quiet = verdict(
+        "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1",
+        "b1c3",
+    );
+    assert_eq!(quiet.material_offered, 0);
+    assert_eq!(quiet.soundness, 5.0);
+    assert!(sound.aggression > quiet.aggression);
+    for r in [&blunder, &sound, &quiet] {
+        assert!((0.0..=1.0).contains(&r.total));
+        assert!(!r.justification.is_empty());
+        assert_eq!(r.judge, ENGINE_JUDGE);
+    }
+}
+
+#[test]
+fn verdicts_are_read_from_prose_and_fences() {
+    let text = "Sure!\n```json\n{\"aggression\": 8, \"brilliance\": 6.5, \"soundness\": 3, \"justification\": \"Bold {but} risky.\"}\n```";
+    let v = parse_verdict(text).unwrap();
+    assert_eq!((v.aggression, v.brilliance, v.soundness), (8.0, 6.5, 3.0));
+    assert_eq!(v.justification, "Bold {but} risky.");
+    let reward = v.into_reward(300, "smollm2");
+    assert!((reward.total - combine(8.0, 6.5, 3.0)).abs() < 1e-12);
+}
+
+#[test]
+fn every_wrong_answer_has_its_own_error() {
+    assert_eq!(parse_verdict("no idea"), Err(VerdictError::NoObject));
+    assert_eq!(
+        parse_verdict("{\"aggression\": 1"),
+        Err(VerdictError::NoObject)
+    );
+    assert!(matches!(
+        parse_verdict(
+            "{\"aggression\": \"high\", \"brilliance\": 1, \"soundness\": 1, \"justification\": \"x\"}"
+        ),
+        Err(VerdictError::Malformed(_))
+    ));
+    assert!(matches!(
+        parse_verdict(
+            "{\"aggression\": 1, \"brilliance\": 1, \"soundness\": 1, \"justification\": \"x\", \"extra\": 1}"
+        ),
+        Err(VerdictError::Malformed(_))
+    ));
+    assert_eq!(
+        parse_verdict(
+            "{\"aggression\": 11, \"brilliance\": 1, \"soundness\": 1, \"justification\": \"x\"}"
+        ),
+        Err(VerdictError::OutOfRange {
+            field: "aggression",
+            value: 11.0
+        })
+    );
+    assert_eq!(
+        parse_verdict(
+            "{\"aggression\": 1, \"brilliance\": 1, \"soundness\": 1, \"justification\": \"  \"}"
+        ),
+        Err(VerdictError::EmptyJustification)
+    );
+}
+
+proptest! {
+    #[test]
+    fn the_parser_never_panics(text in ".{0,300}") {
+        let _ = parse_verdict(&text);
+    }
+
+    #[test]
+    fn in_range_verdicts_round_trip(
+        a in 0.0f64..=10.0, b in 0.0f64..=10.0, s in 0.0f64..=10.0,
+        words in "[a-zA-Z ,.{}\"]{1,400}", prefix in "[a-z \n]{0,40}",
+    ) {
+        let object = serde_json::json!({
+            "aggression": a, "brilliance": b, "soundness": s, "justification": words,
+        });
+        let parsed = parse_verdict(&format!("{prefix}{object} trailing"));
+        if words.trim().is_empty() {
+            prop_assert_eq!(parsed, Err(VerdictError::EmptyJustification));
+        } else {
+            let v = parsed.unwrap();
+            // serde_json reads floats to within an ulp, not bit for bit.
+            for (got, sent) in [(v.aggression, a), (v.brilliance, b), (v.soundness, s)] {
+                prop_assert!((got - sent).abs() < 1e-9, "{} vs {}", got, sent);
+            }
+            prop_assert!(v.justification.chars().count() <= MAX_JUSTIFICATION + 1);
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! Learning from judged games: REINFORCE on the policy's feature weights.
+//!
+//! Each agent move carries d log π / d w (from [`crate::agent::Decision`]) and a return: the
+//! judge's reward for the move plus the game's result, weighted. Returns are centred on their
+//! mean over the update (a baseline, so an update moves towards the better moves of the batch
+//! rather than towards every move), and the step is clipped so one odd game cannot wreck a policy.
+
+use crate::agent::PolicyParams;
+use crate::features::FEATURE_COUNT;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LearnSettings {
+    pub learning_rate: f64,
+    /// How much a win (+1), draw (0) or loss (−1) adds to every move's return.
+    pub result_weight: f64,
+    /// The largest change of the weight vector in one update (Euclidean norm).
+    pub max_step: f64,
+    /// Weights are kept within ± this.
+    pub max_weight: f64,
+}
+
+impl Default for LearnSettings {
+    fn default() -> Self {
+        Self {
+            learning_rate: 8.0,
+            result_weight: 0.1,
+            max_step: 1.0,
+            max_weight: 12.0,
+        }
+    }
+}
+
+/// One agent move's share of an update.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Credit {
+    pub log_prob_gradient: [f64; FEATURE_COUNT],
+    /// The reward model's score of the move, in [0, 1].
+    pub reward: f64,
+    /// The game's result for the agent: 1 win, 0 draw, −1 loss.
+    pub result: f64,
+}
+
+/// A person's 1–5 rating as a reward in [0, 1].
+pub fn rating_reward(rating: u8) -> f64 {
+    f64::from(rating.clamp(1, 5) - 1) / 4.0
+}
+
+/// The reward learned from: the judge's, or the mean of the judge's and the person's rating.
+pub fn blended_reward(judge_total: f64, rating: Option<u8>) -> f64 {
+    match rating {
+        Some(r) => 0.5 * judge_total + 0.5 * rating_reward(r),
+        None => judge_total,
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpdateReport {
+    pub moves: usize,
+    pub mean_return: f64,
+    pub step_norm: f64,
+}
+
+/// The next version of `params` after learning from `credits` (unchanged but for the version
+/// when there is nothing to learn from).
+pub fn update(
+    params: &PolicyParams,
+    credits: &[Credit],
+    settings: &LearnSettings,
+) -> (PolicyParams, UpdateReport) {
+    let mut next = params.clone();
+    next.version = params.version + 1;
+    if credits.is_empty() {
+        let report = UpdateReport {
+            moves: 0,
+            mean_return: 0.0,
+            step_norm: 0.0,
+        };
+        return (next, report);
+    }
+    let returns: Vec<f64> = credits
+        .iter()
+        .map(|c| c.reward + settings.result_weight * c.result)
+        .collect();
+    let mean_return = returns.iter().sum::<f64>() / returns.len() as f64;
+    let mut step = [0.0; FEATURE_COUNT];
+    for (credit, ret) in credits.iter().zip(&returns) {
+        let advantage = ret - mean_return;
+        for (s, g) in step.iter_mut().zip(credit.log_prob_gradient) {
+            *s += settings.learning_rate * advantage * g / credits.len() as f64;
+        }
+    }
+    let norm = step.iter().map(|s| s * s).sum::<f64>().sqrt();
+    let scale = if norm > settings.max_step {
+        settings.max_step / norm
+    } else {
+        1.0
+    };
+    for (w, s) in next.weights.iter_mut().zip(step) {
+        if s.is_finite() {
+            *w = (*w + s * scale).clamp(-settings.max_weight, settings.max_weight);
+        }
+    }
+    let report = UpdateReport {
+        moves: credits.len(),
+        mean_return,
+        step_norm: norm * scale,
+    };
+    (next, report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn credit(g0: f64, g1: f64, reward: f64) -> Credit {
+        let mut gradient = [0.0; FEATURE_COUNT];
+        gradient[0] = g0;
+        gradient[1] = g1;
+        Credit {
+            log_prob_gradient: gradient,
+            reward,
+            result: 0.0,
+        }
+    }
+
+    #[test]
+    fn weights_move_towards_the_better_rewarded_moves() {
+        let params = PolicyParams::default();
+        let settings = LearnSettings {
+            learning_rate: 1.0,
+            max_step: 10.0,
+            ..LearnSettings::default()
+        };
+        // Move A (gradient along feature 1) earned 1.0, move B (against it) earned 0.0.
+        let (next, report) = update(
+            &params,
+            &[credit(0.0, 1.0, 1.0), credit(0.0, -1.0, 0.0)],
+            &settings,
+        );
+        // Baseline 0.5: advantages +0.5 and −0.5, so the step on feature 1 is (0.5·1 + 0.5·1)/2.
+        assert!((next.weights[1] - 0.5).abs() < 1e-12, "{:?}", next.weights);
+        assert_eq!(next.weights[0], params.weights[0]);
+        assert_eq!(next.version, params.version + 1);
+        assert!((report.mean_return - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn equal_returns_teach_nothing_and_big_steps_are_clipped() {
+        let params = PolicyParams::default();
+        let settings = LearnSettings::default();
+        let (same, _) = update(
+            &params,
+            &[credit(3.0, 1.0, 0.7), credit(-2.0, 4.0, 0.7)],
+            &settings,
+        );
+        assert_eq!(same.weights, params.weights);
+        let (big, report) = update(
+            &params,
+            &[credit(100.0, 0.0, 1.0), credit(-100.0, 0.0, 0.0)],
+            &settings,
+        );
+        assert!((report.step_norm - settings.max_step).abs() < 1e-9);
+        assert!((big.weights[0] - params.weights[0] - settings.max_step).abs() < 1e-9);
+    }
+
+    #[test]
+    fn ratings_blend_with_the_judge() {
+        assert_eq!(rating_reward(1), 0.0);
+        assert_eq!(rating_reward(5), 1.0);
+        assert_eq!(blended_reward(0.4, None), 0.4);
+        assert!((blended_reward(0.4, Some(5)) - 0.7).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,35 @@
+//! The DeepSacrifice agent, with no I/O: what the server, the self-play command and the LLM-player
+//! environment share.
+//!
+//! - [`features`]: what a move does (material by static exchange, sacrifices, checks, attack on
+//!   the king, lines opened toward it, mobility), as numbers the policy weighs.
+//! - [`search`]: a material-and-position evaluation with a shallow alpha-beta and quiescence.
+//! - [`agent`]: the policy, a softmax over weighted move features at a temperature.
+//! - [`judge`]: the reward model, either the engine judge or an LLM's verdict (strict JSON).
+//! - [`learn`]: policy-gradient updates of the weights from judged games.
+//! - [`selfplay`]: games against a fixed baseline, learning as it goes.
+//! - [`player`]: reading a move out of a language model's answer (SAN or UCI).
+
+pub mod agent;
+pub mod features;
+pub mod judge;
+pub mod learn;
+pub mod player;
+pub mod search;
+pub mod selfplay;
+
+pub use lachesis_shared::chess::shakmaty;
+
+use shakmaty::Role;
+
+/// Centipawn values of the pieces (the king's is only used by static exchange, as "infinite").
+pub fn piece_value(role: Role) -> i32 {
+    match role {
+        Role::Pawn => 100,
+        Role::Knight => 300,
+        Role::Bishop => 320,
+        Role::Rook => 500,
+        Role::Queen => 900,
+        Role::King => 20_000,
+    }
+}
