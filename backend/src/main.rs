@@ -34,6 +34,11 @@ enum Command {
         #[command(subcommand)]
         command: lachesis::envs::cli::EnvCommand,
     },
+    /// DeepSacrifice chess: self-play learning.
+    Chess {
+        #[command(subcommand)]
+        command: lachesis::chess::cli::ChessCommand,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -49,6 +54,8 @@ enum BenchCommand {
     Generate(lachesis::bench::generate::GenerateBenchArgs),
     /// Live hub fan-out: delivery latency and server memory with N WebSocket watchers.
     Fanout(lachesis::bench::fanout::FanoutBenchArgs),
+    /// The chess agent's time to answer a move at its default depth.
+    Chess(lachesis::chess::cli::MoveLatencyArgs),
     /// Server-side cost of one ingested group, stage by stage.
     Codec {
         #[arg(long, default_value_t = 16)]
@@ -87,6 +94,13 @@ fn main() -> anyhow::Result<()> {
                 Ok(())
             }
             Command::Env { command } => lachesis::envs::cli::run(command).await,
+            Command::Chess { command } => lachesis::chess::cli::run(command),
+            Command::Bench {
+                which: BenchCommand::Chess(args),
+            } => {
+                lachesis::chess::cli::bench_latency(args);
+                Ok(())
+            }
             Command::Bench {
                 which:
                     BenchCommand::Codec {

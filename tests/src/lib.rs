@@ -63,6 +63,8 @@ pub fn config_for(database_url: &str) -> ServeConfig {
         auth: false,
         model: None,
         envs: Vec::new(),
+        chess_judge: Default::default(),
+        chess_uses_ratings: true,
     }
 }
 

@@ -46,7 +46,7 @@ pub fn facts(pos: &Chess, m: Move, depth: u32) -> MoveFacts {
 
 /// The three axes combined into the scalar the agent learns from, in [0, 1].
 pub fn combine(aggression: f64, brilliance: f64, soundness: f64) -> f64 {
-    ((0.5 * aggression + 0.25 * brilliance + 0.25 * soundness) / 10.0).clamp(0.0, 1.0)
+    ((0.45 * aggression + 0.25 * brilliance + 0.3 * soundness) / 10.0).clamp(0.0, 1.0)
 }
 
 /// The engine judge's verdict on `m` in `pos`.
@@ -59,7 +59,7 @@ pub fn engine_verdict(pos: &Chess, m: Move, depth: u32) -> MoveReward {
         + 1.5 * f.capture
         + 2.0 * f.king_attack.clamp(0.0, 1.5)
         + 1.5 * f.lines_to_king.clamp(0.0, 1.0)
-        + 1.5 * f.sacrifice.min(3.0)
+        + f.sacrifice.min(3.0)
         + 0.5 * f.advance.clamp(0.0, 1.0))
     .clamp(0.0, 10.0);
     let soundness = if offered > 0 {

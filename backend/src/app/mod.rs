@@ -43,6 +43,8 @@ pub struct AppState {
     pub auth: Arc<crate::auth::AuthSettings>,
     /// Runs touched since the last status sample (`dashboard::sampler`).
     pub activity: Arc<crate::dashboard::Activity>,
+    /// Who judges chess games and whether ratings count.
+    pub chess: Arc<crate::chess::ChessSettings>,
 }
 
 impl AppState {
@@ -60,6 +62,10 @@ impl AppState {
             engine: None,
             live: crate::live::Hub::new(),
             activity: Arc::default(),
+            chess: Arc::new(crate::chess::ChessSettings {
+                judge: crate::chess::ChessJudge::Engine,
+                uses_ratings: config.chess_uses_ratings,
+            }),
             auth: Arc::new(crate::auth::AuthSettings::new(
                 config.auth,
                 config.api_token.as_deref().map(Arc::from),
@@ -120,6 +126,7 @@ pub fn router(state: AppState) -> Router {
         .merge(api)
         .merge(crate::auth::routes::routes())
         .merge(crate::dashboard::routes())
+        .merge(crate::chess::routes::routes())
         .fallback(root::static_file)
         .layer(compression)
         .with_state(state)
@@ -218,6 +225,17 @@ impl Server {
             .await??;
             tracing::info!(model = %shown, name = %engine.info().name, "embedded model loaded");
             state.engine = Some(engine);
+        }
+        if config.chess_judge == crate::config::ChessJudgeMode::Embedded {
+            let engine = state.engine.clone().ok_or_else(|| {
+                anyhow::anyhow!("--chess-judge embedded needs the embedded model (--model)")
+            })?;
+            state.chess = Arc::new(crate::chess::ChessSettings {
+                judge: crate::chess::ChessJudge::Llm(Arc::new(crate::policy::EmbeddedPolicy::new(
+                    engine,
+                ))),
+                uses_ratings: config.chess_uses_ratings,
+            });
         }
         Ok(Self {
             live_bridge,

@@ -286,9 +286,13 @@ impl Viewer {
                 Err(AppError::Database(e)) => Err(e),
                 Err(_) => Ok(false),
             },
-            // The marketplace feed is public. Scenes and games define their access in the issues
-            // that add them; until then only full-rights callers may watch them.
-            None => Ok(matches!(topic, Topic::Marketplace) || self.is_full_rights()),
+            // The marketplace feed is public; a game, to whoever may play it. Scenes define
+            // their access in the issue that adds them; until then only full-rights callers.
+            None => match topic {
+                Topic::Marketplace => Ok(true),
+                Topic::Game { game } => crate::chess::can_watch(self, state, game).await,
+                _ => Ok(self.is_full_rights()),
+            },
         }
     }
 }

@@ -221,6 +221,18 @@ async fn on_text(
             format!("not a client message: {e}"),
         ),
         Ok(ClientMsg::Ping { nonce }) => ServerMsg::Pong { nonce },
+        Ok(ClientMsg::ChessMove { game, uci }) => {
+            // The agent's search takes a while: answer from a task so this socket keeps reading.
+            let (state, viewer) = (state.clone(), viewer.clone());
+            tokio::spawn(async move {
+                if let Some(refusal) =
+                    crate::chess::routes::socket_move(&state, &viewer, &game, &uci).await
+                {
+                    let _ = outbox.push_control(encode(&refusal)).await;
+                }
+            });
+            return Ok(());
+        }
         Ok(ClientMsg::Unsubscribe { topic }) => {
             conn.unsubscribe(&topic);
             ServerMsg::Unsubscribed { topic }

@@ -1,0 +1,331 @@
+//! DeepSacrifice: people play chess against the aggressive agent (`lachesis_chess`), server
+//! authoritative. Every move is checked here with the shared rules; the agent answers in the same
+//! request; a finished game is judged move by move ([`review`]) and the agent learns from judged
+//! games (with the people's ratings, when they count) as the next game starts.
+
+pub mod cli;
+mod review;
+pub mod routes;
+mod store;
+
+use std::sync::Arc;
+
+use lachesis_chess::agent::{self, PolicyParams};
+use lachesis_shared::chess::rules::{self, RuleError};
+use lachesis_shared::chess::{
+    ChessGameEvent, ChessMoveEvent, GameEnd, GameOutcome, GameView, MoveRecord, Side,
+};
+use lachesis_shared::live::{LiveEvent, Topic};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use crate::app::AppState;
+use crate::auth::{AppError, Viewer};
+use crate::policy::Policy;
+pub use review::learn_pending;
+use store::GameRow;
+
+/// Who judges finished games.
+#[derive(Clone, Default)]
+pub enum ChessJudge {
+    /// The engine judge: no model needed, always available.
+    #[default]
+    Engine,
+    /// An LLM (the embedded model or an OpenAI-compatible server), with the engine judge standing
+    /// in for any answer that does not parse.
+    Llm(Arc<dyn Policy>),
+}
+
+#[derive(Clone, Default)]
+pub struct ChessSettings {
+    pub judge: ChessJudge,
+    /// People's ratings blend into the reward the agent learns from.
+    pub uses_ratings: bool,
+}
+
+impl ChessSettings {
+    pub fn judge_name(&self) -> String {
+        match &self.judge {
+            ChessJudge::Engine => lachesis_chess::judge::ENGINE_JUDGE.into(),
+            ChessJudge::Llm(policy) => policy.name(),
+        }
+    }
+}
+
+fn topic(game: i64) -> Topic {
+    Topic::Game {
+        game: game.to_string(),
+    }
+}
+
+/// Parses a game id from a path or a topic; unknown and malformed ids answer the same.
+pub fn game_id(text: &str) -> Result<i64, AppError> {
+    text.parse::<i64>()
+        .ok()
+        .filter(|id| *id > 0)
+        .ok_or(AppError::NotFound("game"))
+}
+
+/// The owner columns a new game gets from its creator.
+fn owner_of(viewer: &Viewer) -> Result<(Option<i64>, Option<i64>), AppError> {
+    match viewer {
+        Viewer::Open | Viewer::Admin => Ok((None, None)),
+        Viewer::User { id, .. } => Ok((Some(*id), None)),
+        Viewer::Token {
+            read_only: true, ..
+        } => Err(AppError::Forbidden("this token is read-only")),
+        Viewer::Token { team_id, .. } => Ok((None, Some(*team_id))),
+        Viewer::Anonymous => Err(AppError::NotSignedIn),
+    }
+}
+
+fn may_access(viewer: &Viewer, game: &GameRow) -> bool {
+    match viewer {
+        Viewer::Open | Viewer::Admin => true,
+        Viewer::User { id, .. } => game.owner_user == Some(*id),
+        Viewer::Token { team_id, .. } => game.owner_team == Some(*team_id),
+        Viewer::Anonymous => false,
+    }
+}
+
+/// Whether `viewer` may watch the game's topic.
+pub async fn can_watch(viewer: &Viewer, state: &AppState, game: &str) -> Result<bool, sqlx::Error> {
+    let Ok(id) = game_id(game) else {
+        return Ok(false);
+    };
+    let mut conn = state.db.acquire().await?;
+    match store::game(&mut conn, id, false).await {
+        Ok(Some(row)) => Ok(may_access(viewer, &row)),
+        Ok(None) => Ok(false),
+        Err(AppError::Database(e)) => Err(e),
+        Err(_) => Ok(false),
+    }
+}
+
+/// The game with its moves, if `viewer` may see it.
+pub async fn load(state: &AppState, viewer: &Viewer, id: i64) -> Result<GameView, AppError> {
+    let mut conn = state.db.acquire().await?;
+    let game = store::game(&mut conn, id, false)
+        .await?
+        .filter(|g| may_access(viewer, g))
+        .ok_or(AppError::NotFound("game"))?;
+    let moves = store::moves(&mut conn, id).await?;
+    Ok(store::view(&game, &moves))
+}
+
+/// Starts a game with the newest policy (learning first from games judged since the last
+/// update); when the agent has white it opens at once.
+pub async fn new_game(
+    state: &AppState,
+    viewer: &Viewer,
+    agent_side: Side,
+) -> Result<GameView, AppError> {
+    let (owner_user, owner_team) = owner_of(viewer)?;
+    learn_pending(state).await?;
+    let mut tx = state.db.begin().await?;
+    let (params, _) = store::latest_policy(&mut tx).await?;
+    let id = store::insert_game(
+        &mut tx,
+        owner_user,
+        owner_team,
+        agent_side,
+        rules::START_FEN,
+        params.version,
+    )
+    .await?;
+    let game = store::game(&mut tx, id, true)
+        .await?
+        .ok_or(AppError::Internal("the new game vanished".into()))?;
+    let mut published = Vec::new();
+    if agent_side == Side::White {
+        published.push(agent_reply(&mut tx, &game, &params).await?);
+    }
+    tx.commit().await?;
+    finish_turn(state, id, published).await
+}
+
+/// Plays the person's move, then the agent's answer; ends and reviews the game when it is over.
+pub async fn play_move(
+    state: &AppState,
+    viewer: &Viewer,
+    id: i64,
+    uci: &str,
+) -> Result<GameView, AppError> {
+    let mut tx = state.db.begin().await?;
+    let game = store::game(&mut tx, id, true)
+        .await?
+        .filter(|g| may_access(viewer, g))
+        .ok_or(AppError::NotFound("game"))?;
+    if matches!(
+        viewer,
+        Viewer::Token {
+            read_only: true,
+            ..
+        }
+    ) {
+        return Err(AppError::Forbidden("this token is read-only"));
+    }
+    if game.outcome.is_some() {
+        return Err(AppError::Conflict("the game is over".into()));
+    }
+    let pos = rules::parse_fen(&game.fen).map_err(|e| AppError::Internal(e.to_string()))?;
+    if rules::side_of(shakmaty_turn(&pos)) == game.agent_side {
+        return Err(AppError::Conflict("it is the agent's move".into()));
+    }
+    let played = rules::play_uci(&game.fen, uci, game.plies as usize).map_err(rule_error)?;
+    let record = MoveRecord {
+        ply: game.plies,
+        uci: played.uci.clone(),
+        san: played.san.clone(),
+        fen_after: played.fen.clone(),
+        by_agent: false,
+        reward: None,
+        rating: None,
+    };
+    store::insert_move(&mut tx, id, &record, None).await?;
+    let mut published = vec![(record, played.outcome.clone())];
+    if let Some(outcome) = &played.outcome {
+        store::end_game(&mut tx, id, outcome).await?;
+    } else {
+        let game = store::game(&mut tx, id, false)
+            .await?
+            .ok_or(AppError::NotFound("game"))?;
+        let params = store::policy(&mut tx, game.policy_version).await?;
+        published.push(agent_reply(&mut tx, &game, &params).await?);
+    }
+    tx.commit().await?;
+    finish_turn(state, id, published).await
+}
+
+/// The person resigns: the agent wins, and the game is reviewed.
+pub async fn resign(state: &AppState, viewer: &Viewer, id: i64) -> Result<GameView, AppError> {
+    let mut tx = state.db.begin().await?;
+    let game = store::game(&mut tx, id, true)
+        .await?
+        .filter(|g| may_access(viewer, g))
+        .ok_or(AppError::NotFound("game"))?;
+    if game.outcome.is_some() {
+        return Err(AppError::Conflict("the game is over".into()));
+    }
+    let outcome = GameOutcome::new(GameEnd::Resignation, Some(game.agent_side));
+    store::end_game(&mut tx, id, &outcome).await?;
+    tx.commit().await?;
+    finish_turn(state, id, Vec::new()).await
+}
+
+fn shakmaty_turn(pos: &lachesis_chess::shakmaty::Chess) -> lachesis_chess::shakmaty::Color {
+    use lachesis_chess::shakmaty::Position;
+    pos.turn()
+}
+
+fn rule_error(e: RuleError) -> AppError {
+    match e {
+        RuleError::GameOver => AppError::Conflict(e.to_string()),
+        _ => AppError::Invalid(e.to_string()),
+    }
+}
+
+/// The agent's move in `game` (locked by the caller), stored with its learning gradient.
+async fn agent_reply(
+    conn: &mut sqlx::PgConnection,
+    game: &GameRow,
+    params: &PolicyParams,
+) -> Result<(MoveRecord, Option<GameOutcome>), AppError> {
+    let pos = rules::parse_fen(&game.fen).map_err(|e| AppError::Internal(e.to_string()))?;
+    let params = params.clone();
+    let search_pos = pos.clone();
+    // The search is CPU work: keep it off the async workers.
+    let decision = tokio::task::spawn_blocking(move || {
+        let mut rng = StdRng::seed_from_u64(rand::random());
+        agent::choose(&params, &search_pos, &mut rng)
+    })
+    .await
+    .map_err(|e| AppError::Internal(format!("agent search: {e}")))?
+    .ok_or(AppError::Internal(
+        "the agent has no move in a live game".into(),
+    ))?;
+    let uci = rules::uci_of(decision.chosen);
+    let played = rules::play_uci(&game.fen, &uci, game.plies as usize)
+        .map_err(|e| AppError::Internal(format!("the agent chose an illegal move: {e}")))?;
+    let record = MoveRecord {
+        ply: game.plies,
+        uci,
+        san: played.san,
+        fen_after: played.fen,
+        by_agent: true,
+        reward: None,
+        rating: None,
+    };
+    store::insert_move(conn, game.id, &record, Some(&decision.log_prob_gradient)).await?;
+    if let Some(outcome) = &played.outcome {
+        store::end_game(conn, game.id, outcome).await?;
+    }
+    Ok((record, played.outcome))
+}
+
+/// After a committed turn: tell watchers, review a finished game, and answer with the game.
+async fn finish_turn(
+    state: &AppState,
+    id: i64,
+    published: Vec<(MoveRecord, Option<GameOutcome>)>,
+) -> Result<GameView, AppError> {
+    for (record, outcome) in published {
+        let event = LiveEvent::ChessMove(Box::new(ChessMoveEvent {
+            game: id.to_string(),
+            record,
+            outcome,
+        }));
+        crate::live::bridge::publish(&state.db, &topic(id), &event).await?;
+    }
+    let mut conn = state.db.acquire().await?;
+    let game = store::game(&mut conn, id, false)
+        .await?
+        .ok_or(AppError::NotFound("game"))?;
+    drop(conn);
+    if game.outcome.is_some() && game.game_return.is_none() {
+        publish_game(state, &game, false).await?;
+        review::review(state, id).await?;
+    }
+    let mut conn = state.db.acquire().await?;
+    let game = store::game(&mut conn, id, false)
+        .await?
+        .ok_or(AppError::NotFound("game"))?;
+    let moves = store::moves(&mut conn, id).await?;
+    if game.game_return.is_some() && game.outcome.is_some() {
+        publish_game(state, &game, true).await?;
+    }
+    Ok(store::view(&game, &moves))
+}
+
+async fn publish_game(state: &AppState, game: &GameRow, reviewed: bool) -> Result<(), AppError> {
+    let event = LiveEvent::ChessGame(ChessGameEvent {
+        game: game.id.to_string(),
+        plies: game.plies,
+        outcome: game.outcome.clone(),
+        reviewed,
+    });
+    crate::live::bridge::publish(&state.db, &topic(game.id), &event).await?;
+    Ok(())
+}
+
+/// `GET /api/chess/agent`.
+pub async fn agent_info(state: &AppState) -> Result<lachesis_shared::chess::AgentInfo, AppError> {
+    let mut conn = state.db.acquire().await?;
+    let (params, learned) = store::latest_policy(&mut conn).await?;
+    Ok(lachesis_shared::chess::AgentInfo {
+        version: params.version,
+        weights: params
+            .named_weights()
+            .into_iter()
+            .map(|(name, weight)| lachesis_shared::chess::FeatureWeight {
+                name: name.into(),
+                weight,
+            })
+            .collect(),
+        depth: params.depth,
+        temperature: params.temperature,
+        games_learned: learned,
+        judge: state.chess.judge_name(),
+        uses_ratings: state.chess.uses_ratings,
+    })
+}

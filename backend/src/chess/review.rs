@@ -1,0 +1,167 @@
+//! After a game: the reward model judges each agent move, and later the policy learns from the
+//! judged games (REINFORCE on its feature weights, `lachesis_chess::learn`).
+
+use lachesis_chess::judge::{self, JUDGE_DEPTH};
+use lachesis_chess::learn::{self, Credit, LearnSettings};
+use lachesis_chess::shakmaty::Chess;
+use lachesis_chess::{features::FEATURE_COUNT, selfplay};
+use lachesis_inference::ChatMessage;
+use lachesis_shared::chess::rules;
+use lachesis_shared::chess::{MoveReward, Side};
+
+use super::{ChessJudge, store};
+use crate::app::AppState;
+use crate::auth::AppError;
+use crate::policy::PolicyRequest;
+
+/// How much the result (+1 win, −1 loss) adds to a game's return beside its move rewards.
+const RESULT_IN_RETURN: f64 = 1.0;
+
+/// Judges every agent move of a finished game and stores the verdicts and the game's return.
+pub async fn review(state: &AppState, id: i64) -> Result<(), AppError> {
+    let mut conn = state.db.acquire().await?;
+    let Some(game) = store::game(&mut conn, id, false).await? else {
+        return Err(AppError::NotFound("game"));
+    };
+    let Some(outcome) = game.outcome.clone() else {
+        return Ok(());
+    };
+    let moves = store::moves(&mut conn, id).await?;
+    drop(conn);
+    // The position before each agent move.
+    let mut before = game.start_fen.clone();
+    let mut to_judge = Vec::new();
+    for stored in &moves {
+        if stored.record.by_agent {
+            to_judge.push((stored.record.ply, before.clone(), stored.record.uci.clone()));
+        }
+        before = stored.record.fen_after.clone();
+    }
+    let mut rewards = Vec::with_capacity(to_judge.len());
+    for (ply, fen, uci) in to_judge {
+        let pos = rules::parse_fen(&fen).map_err(|e| AppError::Internal(e.to_string()))?;
+        let m = rules::parse_uci(&pos, &uci).map_err(|e| AppError::Internal(e.to_string()))?;
+        rewards.push((ply, judge_move(state, pos, m).await?));
+    }
+    let result = selfplay::result_for(&outcome, game.agent_side);
+    let game_return = rewards.iter().map(|(_, r)| r.total).sum::<f64>() + RESULT_IN_RETURN * result;
+    let mut tx = state.db.begin().await?;
+    store::store_review(&mut tx, id, &rewards, game_return).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+async fn judge_move(
+    state: &AppState,
+    pos: Chess,
+    m: lachesis_chess::shakmaty::Move,
+) -> Result<MoveReward, AppError> {
+    let engine_pos = pos.clone();
+    let engine =
+        tokio::task::spawn_blocking(move || judge::engine_verdict(&engine_pos, m, JUDGE_DEPTH))
+            .await
+            .map_err(|e| AppError::Internal(format!("engine judge: {e}")))?;
+    let ChessJudge::Llm(policy) = &state.chess.judge else {
+        return Ok(engine);
+    };
+    let facts_pos = pos.clone();
+    let facts = tokio::task::spawn_blocking(move || judge::facts(&facts_pos, m, JUDGE_DEPTH))
+        .await
+        .map_err(|e| AppError::Internal(format!("engine judge: {e}")))?;
+    let (system, user) = judge::verdict_prompt(&pos, m, &facts);
+    let request = PolicyRequest {
+        messages: vec![
+            ChatMessage {
+                role: "system".into(),
+                content: system,
+            },
+            ChatMessage {
+                role: "user".into(),
+                content: user,
+            },
+        ],
+        n: 1,
+        max_tokens: 160,
+        temperature: 0.0,
+        top_p: 1.0,
+        stop: Vec::new(),
+    };
+    let answer = match policy.complete(request).await {
+        Ok(rollouts) => rollouts.into_iter().next().map(|r| r.completion),
+        Err(e) => {
+            tracing::warn!(error = %e, "the LLM chess judge failed; the engine judge stands in");
+            None
+        }
+    };
+    let parsed = answer
+        .as_deref()
+        .map(judge::parse_verdict)
+        .unwrap_or(Err(judge::VerdictError::NoObject));
+    Ok(match parsed {
+        Ok(verdict) => verdict.into_reward(engine.material_offered, &policy.name()),
+        Err(e) => MoveReward {
+            justification: format!(
+                "{} (the LLM judge's answer was unusable: {e})",
+                engine.justification
+            ),
+            ..engine
+        },
+    })
+}
+
+/// Learns from every judged game not learned from yet, as one new policy version. Returns the
+/// new version, if there was anything to learn from.
+pub async fn learn_pending(state: &AppState) -> Result<Option<i64>, AppError> {
+    let mut tx = state.db.begin().await?;
+    // One update at a time: versions are consecutive and each game is learned from once.
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtext('lachesis.chess.policy'))")
+        .execute(&mut *tx)
+        .await?;
+    let games = store::games_to_learn(&mut tx).await?;
+    if games.is_empty() {
+        return Ok(None);
+    }
+    let (params, learned) = store::latest_policy(&mut tx).await?;
+    let mut credits = Vec::new();
+    for (id, side, result) in &games {
+        let outcome_result = match result.as_deref() {
+            Some("1-0") => result_for_winner(Some(Side::White), *side),
+            Some("0-1") => result_for_winner(Some(Side::Black), *side),
+            _ => 0.0,
+        };
+        for stored in store::moves(&mut tx, *id).await? {
+            let (Some(gradient), Some(reward)) = (stored.gradient, stored.record.reward) else {
+                continue;
+            };
+            let Ok(log_prob_gradient) = <[f64; FEATURE_COUNT]>::try_from(gradient) else {
+                continue;
+            };
+            let rating = stored.record.rating.filter(|_| state.chess.uses_ratings);
+            credits.push(Credit {
+                log_prob_gradient,
+                reward: learn::blended_reward(reward.total, rating),
+                result: outcome_result,
+            });
+        }
+    }
+    let (next, report) = learn::update(&params, &credits, &LearnSettings::default());
+    store::insert_policy(&mut tx, &next, learned + games.len() as i64).await?;
+    let ids: Vec<i64> = games.iter().map(|g| g.0).collect();
+    store::mark_learned(&mut tx, &ids).await?;
+    tx.commit().await?;
+    tracing::info!(
+        version = next.version,
+        games = ids.len(),
+        moves = report.moves,
+        "chess policy updated"
+    );
+    Ok(Some(next.version))
+}
+
+fn result_for_winner(winner: Option<Side>, agent: Side) -> f64 {
+    match winner {
+        Some(w) if w == agent => 1.0,
+        Some(_) => -1.0,
+        None => 0.0,
+    }
+}
