@@ -70,7 +70,7 @@ pub fn encode(part: &str) -> String {
     String::from(js_sys::encode_uri_component(part))
 }
 
-fn with_csrf(builder: RequestBuilder) -> RequestBuilder {
+pub(crate) fn with_csrf(builder: RequestBuilder) -> RequestBuilder {
     match CSRF.with(|c| c.borrow().clone()) {
         Some(token) => builder.header("X-CSRF-Token", &token),
         None => builder,
@@ -78,7 +78,7 @@ fn with_csrf(builder: RequestBuilder) -> RequestBuilder {
 }
 
 /// Sends and turns every non-2xx answer into an [`ApiError`] carrying the server's message.
-async fn send(request: Request, what: &str) -> ApiResult<Response> {
+pub(crate) async fn send(request: Request, what: &str) -> ApiResult<Response> {
     send_with(request, what, true).await
 }
 
@@ -108,14 +108,14 @@ async fn send_with(request: Request, what: &str, redirect: bool) -> ApiResult<Re
     Err(ApiError::Status { status, message })
 }
 
-async fn decode<T: DeserializeOwned>(response: Response, what: &str) -> ApiResult<T> {
+pub(crate) async fn decode<T: DeserializeOwned>(response: Response, what: &str) -> ApiResult<T> {
     response
         .json::<T>()
         .await
         .map_err(|e| ApiError::Network(format!("{what}: unexpected answer ({e})")))
 }
 
-async fn get<T: DeserializeOwned>(path: &str) -> ApiResult<T> {
+pub(crate) async fn get<T: DeserializeOwned>(path: &str) -> ApiResult<T> {
     get_with(path, true).await
 }
 
@@ -134,7 +134,7 @@ fn json_request<B: Serialize>(builder: RequestBuilder, body: &B) -> ApiResult<Re
         .map_err(|e| ApiError::Network(e.to_string()))
 }
 
-async fn post<B: Serialize, T: DeserializeOwned>(path: &str, body: &B) -> ApiResult<T> {
+pub(crate) async fn post<B: Serialize, T: DeserializeOwned>(path: &str, body: &B) -> ApiResult<T> {
     let request = json_request(Request::post(path), body)?;
     decode(send(request, path).await?, path).await
 }

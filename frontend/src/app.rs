@@ -9,6 +9,7 @@ use leptos_router::path;
 
 use crate::api::{self, ApiError};
 use crate::live::{Live, LiveIndicator, provide_live};
+use crate::pages::chess::{ChessPage, GamePage};
 use crate::pages::dashboard::{ComparePage, DashboardPage};
 use crate::pages::environments::EnvironmentsPage;
 use crate::pages::login::LoginPage;
@@ -101,6 +102,8 @@ fn Shell() -> impl IntoView {
                 <Route path=path!("/runs/:run") view=DashboardPage />
                 <Route path=path!("/compare") view=ComparePage />
                 <Route path=path!("/environments") view=EnvironmentsPage />
+                <Route path=path!("/chess") view=ChessPage />
+                <Route path=path!("/chess/:game") view=GamePage />
                 <Route path=path!("/settings") view=SettingsPage />
                 <Route path=path!("/login") view=LoginPage />
             </Routes>
@@ -150,6 +153,7 @@ fn Nav() -> impl IntoView {
             </A>
             <A href="/runs">"Runs"</A>
             <A href="/environments">"Environments"</A>
+            <A href="/chess">"Chess"</A>
             <A href="/settings">"Settings"</A>
             <span class="spacer"></span>
             <LiveIndicator />

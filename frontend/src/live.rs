@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
-use lachesis_shared::live::{ClientMsg, LiveEvent, ServerMsg, Topic};
+use lachesis_shared::live::{ClientMsg, LiveErrorCode, LiveEvent, ServerMsg, Topic};
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
@@ -64,6 +64,8 @@ pub fn socket_url(protocol: &str, host: &str) -> String {
 }
 
 type Listener = Rc<dyn Fn(Notice)>;
+/// Hears the server's error frames, which belong to no topic (a refused chess move).
+type ErrorListener = Rc<dyn Fn(LiveErrorCode, &str)>;
 
 /// A socket and the callbacks that must live as long as it does.
 struct Socket {
@@ -97,6 +99,7 @@ struct Inner {
     generation: u64,
     topics: BTreeMap<Topic, usize>,
     listeners: Vec<(u64, Topic, Listener)>,
+    error_listeners: Vec<(u64, ErrorListener)>,
     next_listener: u64,
     /// Failed attempts since the last welcome.
     attempt: u32,
@@ -217,7 +220,15 @@ impl Hub {
             }
             ServerMsg::Event { topic, event } => self.notify(&topic, Notice::Event(event)),
             ServerMsg::Lagged { topic, .. } => self.notify(&topic, Notice::Resync),
-            ServerMsg::Unsubscribed { .. } | ServerMsg::Pong { .. } | ServerMsg::Error { .. } => {}
+            ServerMsg::Error { code, message } => {
+                let listeners: Vec<ErrorListener> = (self.inner.borrow().error_listeners.iter())
+                    .map(|(_, l)| l.clone())
+                    .collect();
+                for listener in listeners {
+                    listener(code, &message);
+                }
+            }
+            ServerMsg::Unsubscribed { .. } | ServerMsg::Pong { .. } => {}
         }
     }
 
@@ -400,6 +411,20 @@ impl Live {
         }
     }
 
+    /// Sends an action frame (a chess move). False when the socket is not open, so the caller
+    /// can fall back to HTTP instead of waiting for an answer that will not come.
+    pub fn send(&self, msg: ClientMsg) -> bool {
+        let Some(hub) = self.hub.try_get_value() else {
+            return false;
+        };
+        let open = (hub.inner.borrow().socket.as_ref())
+            .is_some_and(|s| s.ws.ready_state() == WebSocket::OPEN);
+        if open {
+            hub.send(msg);
+        }
+        open
+    }
+
     /// Opens a fresh socket now: after sign-in or sign-out the server must see the new cookie.
     pub fn restart(&self) {
         let Some(hub) = self.hub.try_get_value() else {
@@ -445,6 +470,29 @@ pub fn use_topic(topic: Topic, listener: impl Fn(Notice) + 'static) {
     let live = expect_context::<Live>();
     let id = live.subscribe(topic, listener);
     on_cleanup(move || live.unsubscribe(id));
+}
+
+/// Hears the server's error frames while the calling component is mounted.
+pub fn use_live_errors(listener: impl Fn(LiveErrorCode, &str) + 'static) {
+    let live = expect_context::<Live>();
+    let Some(hub) = live.hub.try_get_value() else {
+        return;
+    };
+    let id = {
+        let mut inner = hub.inner.borrow_mut();
+        inner.next_listener += 1;
+        let id = inner.next_listener;
+        inner.error_listeners.push((id, Rc::new(listener)));
+        id
+    };
+    on_cleanup(move || {
+        if let Some(hub) = live.hub.try_get_value() {
+            hub.inner
+                .borrow_mut()
+                .error_listeners
+                .retain(|(i, _)| *i != id);
+        }
+    });
 }
 
 /// The small "live / reconnecting" badge in the navigation bar.

@@ -1,5 +1,6 @@
 //! One module per page of the router.
 
+pub mod chess;
 pub mod dashboard;
 pub mod environments;
 pub mod login;

@@ -56,6 +56,8 @@ pub fn follow(
                     LiveEvent::Group(g) => h.push_group(g.clone()),
                     LiveEvent::Status(p) => h.push_status(*p),
                     LiveEvent::Trainer(t) => h.push_trainer(t.clone()),
+                    // Chess events are published on game topics, never on a run's.
+                    LiveEvent::ChessMove(_) | LiveEvent::ChessGame(_) => {}
                 }
             }),
             Notice::Resync => load(run.clone(), runs, error),

@@ -1,0 +1,182 @@
+//! The chess board end to end: a real Chromium, driven by `tests/browser/chess.mjs`
+//! (playwright-core), plays the DeepSacrifice agent on the real server by clicking and dragging
+//! pieces, resigns, rates a reviewed move and exports the PGN. The server's own record of the
+//! game is then checked against what the browser did.
+//!
+//! Needs what `make test` provides: the built frontend (`LACHESIS_STATIC_DIR`), Node with the
+//! repo's `node_modules` and `/usr/bin/chromium` (or `CHROMIUM`).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use lachesis_shared::chess::{GameEnd, GameView, Side};
+use lachesis_tests::{TestApp, config_for, fresh_database};
+use serde_json::{Value, json};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the repository")
+        .to_path_buf()
+}
+
+/// Says exactly what is missing instead of letting the browser fail obscurely.
+fn check_prerequisites(root: &Path) {
+    let static_dir = std::env::var_os("LACHESIS_STATIC_DIR").map(PathBuf::from);
+    assert!(
+        static_dir
+            .as_ref()
+            .is_some_and(|d| d.join("index.html").exists()),
+        "LACHESIS_STATIC_DIR must point at the built frontend (scripts/build-frontend.sh writes frontend/dist)"
+    );
+    assert!(
+        root.join("node_modules/playwright-core/package.json")
+            .exists(),
+        "node_modules/playwright-core is missing: run scripts/ensure-tools.sh (npm ci)"
+    );
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        Path::new(&chromium).exists(),
+        "{chromium} is missing: apt-get install -y chromium (scripts/ensure-tools.sh does as root)"
+    );
+}
+
+/// Runs the browser script against `app` and returns its JSON report.
+async fn run_browser(root: &Path, app: &TestApp) -> Value {
+    let child = tokio::process::Command::new("node")
+        .arg(root.join("tests/browser/chess.mjs"))
+        .current_dir(root)
+        .env("BASE_URL", &app.base)
+        .envs(std::env::var_os("LACHESIS_SCREENSHOT_DIR").map(|d| ("SCREENSHOT_DIR", d)))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node runs (is Node.js installed?)");
+    let output = tokio::time::timeout(Duration::from_secs(300), child.wait_with_output())
+        .await
+        .expect("the browser script finishes within 5 minutes")
+        .expect("the browser script's output");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let report: Value = stdout
+        .lines()
+        .rev()
+        .find_map(|line| serde_json::from_str(line).ok())
+        .unwrap_or_else(|| {
+            panic!("no JSON line from the script\nstdout: {stdout}\nstderr: {stderr}")
+        });
+    // Shown with `--nocapture`: what the browser saw.
+    println!("{report}");
+    assert!(
+        output.status.success(),
+        "the browser check failed ({}): {report:#}\nstderr: {stderr}",
+        output.status
+    );
+    report
+}
+
+#[tokio::test]
+async fn a_person_plays_resigns_rates_and_exports_a_game_in_the_browser() {
+    let root = repo_root();
+    check_prerequisites(&root);
+    let app = TestApp::spawn_with(config_for(&fresh_database().await)).await;
+
+    let report = run_browser(&root, &app).await;
+    assert_eq!(report["ok"], true, "{report:#}");
+    assert_eq!(report["console_errors"], json!([]), "{report:#}");
+    assert_eq!(report["page_errors"], json!([]), "{report:#}");
+    assert_eq!(report["dots_for_e2"], json!(["e3", "e4"]));
+    assert_eq!(report["dragged"], true, "one move is made by dragging");
+    assert_eq!(
+        report["last_move_squares"], 2,
+        "the agent's reply is highlighted"
+    );
+    assert_eq!(report["replay_shows_e4"], true);
+    assert_eq!(report["flipped_corner"], "h1");
+    assert_eq!(
+        report["reloaded"], false,
+        "the game must update without a reload"
+    );
+
+    // The server's record agrees with what the browser did and showed.
+    let id = report["game"].as_str().expect("the game's id");
+    let game: GameView = serde_json::from_value(app.get(&format!("/api/chess/games/{id}")).await)
+        .expect("a GameView");
+    assert_eq!(game.agent_side, Side::Black);
+    let played: Vec<&str> = report["moves_played"]
+        .as_array()
+        .expect("moves played")
+        .iter()
+        .map(|m| m.as_str().expect("UCI text"))
+        .collect();
+    let person: Vec<&str> = game
+        .moves
+        .iter()
+        .filter(|m| !m.by_agent)
+        .map(|m| m.uci.as_str())
+        .collect();
+    assert_eq!(
+        person, played,
+        "every move the browser made, and only those"
+    );
+    assert!(played.len() >= 3, "{report:#}");
+    assert!(
+        report["socket_moves_sent"].as_u64() >= Some(played.len() as u64),
+        "moves go over the live socket: {report:#}"
+    );
+    let sans: Vec<&str> = game.moves.iter().map(|m| m.san.as_str()).collect();
+    assert_eq!(report["sans"], json!(sans), "the move list shows the game");
+
+    let outcome = game.outcome.as_ref().expect("the game is over");
+    assert_eq!(outcome.end, GameEnd::Resignation);
+    assert_eq!(outcome.winner, Some(Side::Black));
+    assert!(game.game_return.is_some(), "the game was reviewed");
+    let pgn = report["pgn"].as_str().expect("the PGN text");
+    assert!(pgn.contains("[Result \"0-1\"]"), "{pgn}");
+    assert!(pgn.trim_end().ends_with("0-1"), "{pgn}");
+    assert!(
+        pgn.contains(&format!("1. e4 {}", game.moves[1].san)),
+        "{pgn}"
+    );
+    assert_eq!(report["fen"], game.fen.as_str());
+
+    // Every agent move has a reward, and the review showed exactly those numbers.
+    let agent_moves: Vec<_> = game.moves.iter().filter(|m| m.by_agent).collect();
+    let shown = report["rewards"].as_array().expect("review rows");
+    assert_eq!(shown.len(), agent_moves.len(), "{report:#}");
+    for (row, record) in shown.iter().zip(&agent_moves) {
+        let reward = record.reward.as_ref().expect("a reviewed agent move");
+        assert_eq!(row["ply"], record.ply);
+        let close = |key: &str, value: f64, places: i32| {
+            let got = row[key].as_f64().expect("a number");
+            assert!(
+                (got - value).abs() <= 0.5 * 10f64.powi(-places) + 1e-9,
+                "{key} shown as {got}, stored {value}"
+            );
+        };
+        close("aggression", reward.aggression, 1);
+        close("brilliance", reward.brilliance, 1);
+        close("soundness", reward.soundness, 1);
+        close("total", reward.total, 2);
+        assert!((0.0..=1.0).contains(&reward.total));
+        assert!(
+            row["justification"]
+                .as_str()
+                .is_some_and(|j| j.contains(reward.justification.trim())),
+            "{row}"
+        );
+    }
+
+    // The rating clicked in the browser is stored on that move.
+    let rated_ply = report["rated"]["ply"].as_u64().expect("a rated ply");
+    let rated = game
+        .moves
+        .iter()
+        .find(|m| u64::from(m.ply) == rated_ply)
+        .expect("the rated move");
+    assert!(rated.by_agent);
+    assert_eq!(rated.rating, Some(4));
+    assert_eq!(report["listed_in_lobby"], true);
+}
