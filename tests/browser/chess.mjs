@@ -4,6 +4,7 @@
 // for the agent's reply over the live socket, plays two more legal moves picked from the board's
 // destination dots (one by dragging, one by clicking), replays and flips the board, resigns,
 // then reads the review (rewards per agent move), rates a move and checks the PGN export.
+// Last, a game as Black opens with the agent's move on a board turned round.
 // Prints one JSON line with what it saw; exits 0 only when everything held and the page logged
 // no console error and threw no page error.
 //
@@ -45,6 +46,7 @@ const seen = {
   pgn: null,
   fen: null,
   listed_in_lobby: false,
+  as_black: null,
   reloaded: null,
   console_errors: [],
   page_errors: [],
@@ -259,6 +261,19 @@ try {
   await page.waitForURL((url) => url.pathname === '/chess');
   await page.locator(`[data-testid="game-row"] a[href="/chess/${seen.game}"]`).waitFor();
   seen.listed_in_lobby = true;
+  if (process.env.SCREENSHOT_DIR) {
+    await page.screenshot({ path: join(process.env.SCREENSHOT_DIR, 'chess-lobby.png'), fullPage: true });
+  }
+
+  // As Black: the agent has opened, the board is turned, and it is Black's move.
+  await page.getByTestId('play-black').click();
+  await page.waitForURL((url) => /^\/chess\/[^/]+$/.test(url.pathname) && !url.pathname.endsWith(`/${seen.game}`));
+  await page.locator('[data-testid="board"][data-movable="black"]').waitFor();
+  seen.as_black = {
+    corner: await page.locator('[data-testid="board"] [data-square]').first().getAttribute('data-square'),
+    plies: await plies(page),
+    agent_opened: (await page.locator('[data-testid="move"][data-ply="0"].agent').count()) === 1,
+  };
   // Anything the page logs while settling still counts.
   await page.waitForTimeout(300);
 
@@ -276,6 +291,9 @@ try {
     seen.replay_shows_e4 &&
     seen.flipped_corner === 'h1' &&
     seen.listed_in_lobby &&
+    seen.as_black.corner === 'h1' &&
+    seen.as_black.plies === 1 &&
+    seen.as_black.agent_opened &&
     !seen.reloaded &&
     seen.console_errors.length === 0 &&
     seen.page_errors.length === 0;

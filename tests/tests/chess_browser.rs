@@ -1,7 +1,7 @@
 //! The chess board end to end: a real Chromium, driven by `tests/browser/chess.mjs`
 //! (playwright-core), plays the DeepSacrifice agent on the real server by clicking and dragging
-//! pieces, resigns, rates a reviewed move and exports the PGN. The server's own record of the
-//! game is then checked against what the browser did.
+//! pieces, resigns, rates a reviewed move and exports the PGN, then opens a game as Black. The
+//! server's own record of the first game is then checked against what the browser did.
 //!
 //! Needs what `make test` provides: the built frontend (`LACHESIS_STATIC_DIR`), Node with the
 //! repo's `node_modules` and `/usr/bin/chromium` (or `CHROMIUM`).
@@ -179,4 +179,9 @@ async fn a_person_plays_resigns_rates_and_exports_a_game_in_the_browser() {
     assert!(rated.by_agent);
     assert_eq!(rated.rating, Some(4));
     assert_eq!(report["listed_in_lobby"], true);
+    assert_eq!(
+        report["as_black"],
+        json!({"corner": "h1", "plies": 1, "agent_opened": true}),
+        "as Black the board is turned and the agent has opened"
+    );
 }
