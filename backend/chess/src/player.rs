@@ -80,7 +80,7 @@ fn tagged_move(answer: &str) -> Option<&str> {
 /// Strips quotes, markdown and move numbers (`12.`, `12...`) around a token.
 fn clean(token: &str) -> &str {
     let token = token.trim_matches(|c: char| "`*\"'()[]{}<>".contains(c));
-    let token = token.trim_end_matches(['.', '!', '?']);
+    let token = token.trim_end_matches(['.', '!', '?', ',', ';', ':']);
     match token.rfind('.') {
         Some(dot) if token[..dot].chars().all(|c| c.is_ascii_digit() || c == '.') => {
             &token[dot + 1..]
@@ -141,6 +141,10 @@ mod tests {
             Ok("g1f3")
         );
         assert_eq!(parsed(START_FEN, "**d4**").as_deref(), Ok("d2d4"));
+        assert_eq!(
+            parsed(START_FEN, "Move: Nc3, Nf3, e4").as_deref(),
+            Ok("b1c3")
+        );
         let castle = "r3k2r/8/8/8/8/8/8/R3K2R w KQkq - 0 1";
         assert_eq!(parsed(castle, "0-0").as_deref(), Ok("e1g1"));
         assert_eq!(parsed(castle, "O-O-O").as_deref(), Ok("e1c1"));

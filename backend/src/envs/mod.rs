@@ -9,6 +9,7 @@
 //! several `collect` calls in flight on one environment at once.
 
 pub mod arithmetic;
+pub mod chess_player;
 pub mod cli;
 pub mod client;
 pub mod evaluate;
@@ -32,7 +33,7 @@ use crate::policy::{Policy, PolicyError, Rollout};
 pub type Item = Value;
 
 /// The built-in environments `build` knows, for `lachesis env list` and error messages.
-pub const BUILTIN: &[&str] = &[arithmetic::NAME];
+pub const BUILTIN: &[&str] = &[arithmetic::NAME, chess_player::NAME];
 
 /// An environment's fixed settings (atroposlib's `BaseEnvConfig`, the parts that shape groups).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -206,6 +207,7 @@ pub trait Environment: Send + Sync {
 pub fn build(name: &str, options: &EnvOptions) -> Result<Box<dyn Environment>, EnvError> {
     match name {
         arithmetic::NAME => Ok(Box::new(arithmetic::ArithmeticEnv::new(options)?)),
+        chess_player::NAME => Ok(Box::new(chess_player::ChessPlayerEnv::new(options)?)),
         _ => Err(EnvError::UnknownEnv {
             name: name.to_string(),
         }),

@@ -1,0 +1,436 @@
+//! `chess_player`: the language model plays DeepSacrifice's side. Each item is a position reached
+//! by the search agents from the opening (seeded), shown with its FEN, the moves so far in SAN and
+//! the side to move; the model answers with one move in SAN or UCI.
+//!
+//! Reward, per sequence:
+//! - the engine judge's combined score of the move, in [0, 1] (`lachesis_chess::judge`): attack
+//!   and sound sacrifices score high, a move that throws material away for nothing low;
+//! - −1 for an answer with no legal move (unparseable, illegal, ambiguous or cut off), with the
+//!   reason appended to the conversation as the environment's reply, so a reader (or a multi-turn
+//!   trainer) sees what was wrong.
+
+use std::sync::Mutex;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use lachesis_chess::agent::PolicyParams;
+use lachesis_chess::judge::{self, JUDGE_DEPTH};
+use lachesis_chess::player::{MoveParseError, parse_move};
+use lachesis_chess::selfplay;
+use lachesis_chess::shakmaty::{Chess, Color, Position};
+use lachesis_inference::ChatMessage;
+use lachesis_shared::chess::Side;
+use lachesis_shared::chess::rules::{self, fen_of};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{
+    Collected, EnvConfig, EnvError, EnvOptions, Environment, EvalOutcome, Item, ScoredGroup,
+    ScoredSequence, generation_params,
+};
+use crate::policy::{Finish, Policy, PolicyRequest};
+
+pub const NAME: &str = "chess_player";
+pub const EVAL_SEED: u64 = 0x0c4e_5500;
+/// The score of an answer that names no legal move.
+pub const ILLEGAL_PENALTY: f64 = -1.0;
+
+const SYSTEM_PROMPT: &str = "You are an attacking chess player who loves sound sacrifices. You are \
+given a position. Answer with your move alone on one line as `Move: <move>`, in SAN (like Nf3 or \
+exd5) or UCI (like g1f3).";
+
+/// One position to move in; also the environment's `Item`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PositionItem {
+    pub fen: String,
+    /// The moves from the start, in SAN.
+    pub history: Vec<String>,
+}
+
+/// Worked exchanges shown before the position: a 135M model copies the `Move:` form from them
+/// far more often than it follows the instruction alone (as with `arithmetic`'s examples).
+const EXAMPLES: [(&[&str], &str); 2] = [(&[], "Move: e4"), (&["e4", "e5"], "Move: Nf3")];
+
+impl PositionItem {
+    /// The position after `history` (SAN from the start); `None` if a move is not legal.
+    fn from_history(history: &[&str]) -> Option<(PositionItem, Chess)> {
+        let mut pos = Chess::default();
+        for san in history {
+            let m = rules::parse_san(&pos, san)?;
+            pos.play_unchecked(m);
+        }
+        let item = PositionItem {
+            fen: fen_of(&pos),
+            history: history.iter().map(|s| s.to_string()).collect(),
+        };
+        Some((item, pos))
+    }
+
+    fn messages(&self, pos: &Chess) -> Vec<ChatMessage> {
+        let mut messages = vec![ChatMessage::new("system", SYSTEM_PROMPT)];
+        for (history, answer) in EXAMPLES {
+            if let Some((example, example_pos)) = PositionItem::from_history(history) {
+                messages.push(ChatMessage::new("user", example.question(&example_pos)));
+                messages.push(ChatMessage::new("assistant", answer));
+            }
+        }
+        messages.push(ChatMessage::new("user", self.question(pos)));
+        messages
+    }
+
+    fn question(&self, pos: &Chess) -> String {
+        let side = if pos.turn() == Color::White {
+            "White"
+        } else {
+            "Black"
+        };
+        let moves = if self.history.is_empty() {
+            "none".to_string()
+        } else {
+            self.history
+                .chunks(2)
+                .enumerate()
+                .map(|(i, pair)| format!("{}. {}", i + 1, pair.join(" ")))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let legal: Vec<String> = rules::legal_moves(pos).into_iter().map(|m| m.san).collect();
+        format!(
+            "Position (FEN): {}\nMoves so far: {moves}\nYou play {side}. Legal moves: {}.",
+            self.fen,
+            legal.join(", ")
+        )
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    /// Plies the search agents play from the start before the model takes over.
+    pub min_plies: usize,
+    pub max_plies: usize,
+    pub eval_size: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            min_plies: 4,
+            max_plies: 30,
+            eval_size: 16,
+        }
+    }
+}
+
+/// What one answer earned, and the message explaining a refusal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judged {
+    pub score: f64,
+    pub uci: Option<String>,
+    pub feedback: Option<String>,
+}
+
+/// Scores one answer in one position (see the module's documentation).
+pub fn score_answer(pos: &Chess, answer: &str, finish: Finish) -> Judged {
+    // A cut-off answer still counts if a complete `Move:` line came before the cut.
+    let answer = match finish {
+        Finish::Stop => answer,
+        Finish::Length => match answer.rsplit_once('\n') {
+            Some((complete, _)) if has_move_line(complete) => complete,
+            _ => return refused("the answer was cut off before it named a move".into()),
+        },
+    };
+    match parse_move(pos, answer) {
+        Ok(m) => Judged {
+            score: judge::engine_verdict(pos, m, JUDGE_DEPTH).total,
+            uci: Some(rules::uci_of(m)),
+            feedback: None,
+        },
+        Err(e @ (MoveParseError::Empty | MoveParseError::NoMove)) => refused(e.to_string()),
+        Err(e) => refused(format!("{e}; answer with one legal move")),
+    }
+}
+
+fn has_move_line(text: &str) -> bool {
+    text.lines()
+        .any(|line| line.trim_start().to_ascii_lowercase().starts_with("move:"))
+}
+
+fn refused(feedback: String) -> Judged {
+    Judged {
+        score: ILLEGAL_PENALTY,
+        uci: None,
+        feedback: Some(feedback),
+    }
+}
+
+pub struct ChessPlayerEnv {
+    config: EnvConfig,
+    settings: Settings,
+    rng: Mutex<StdRng>,
+    eval_set: Vec<PositionItem>,
+}
+
+impl ChessPlayerEnv {
+    pub fn new(options: &EnvOptions) -> Result<Self, EnvError> {
+        let settings: Settings = serde_json::from_value(Value::Object(options.settings.clone()))
+            .map_err(|e| EnvError::InvalidOption(format!("{NAME}: {e}")))?;
+        if settings.min_plies > settings.max_plies || settings.max_plies > 200 {
+            return Err(EnvError::InvalidOption(
+                "min_plies must not exceed max_plies, which is at most 200".into(),
+            ));
+        }
+        let config = EnvConfig {
+            group_size: options.group_size.unwrap_or(8),
+            max_token_length: 2048,
+            max_tokens: options.max_tokens.unwrap_or(64),
+            temperature: options.temperature.unwrap_or(1.0),
+            ..EnvConfig::default()
+        };
+        if config.group_size == 0 || config.max_tokens == 0 {
+            return Err(EnvError::InvalidOption(
+                "group_size and max_tokens must be positive".into(),
+            ));
+        }
+        let mut eval_rng = StdRng::seed_from_u64(EVAL_SEED);
+        let eval_set = (0..settings.eval_size)
+            .map(|_| draw_position(&mut eval_rng, &settings))
+            .collect();
+        Ok(Self {
+            config,
+            rng: Mutex::new(StdRng::seed_from_u64(options.seed)),
+            settings,
+            eval_set,
+        })
+    }
+
+    fn request(
+        &self,
+        item: &PositionItem,
+        pos: &Chess,
+        n: usize,
+        temperature: f32,
+    ) -> PolicyRequest {
+        PolicyRequest {
+            messages: item.messages(pos),
+            n,
+            max_tokens: self.config.max_tokens,
+            temperature,
+            top_p: self.config.top_p,
+            // The answer is one line: generation ends there instead of rambling into a cut-off.
+            stop: vec!["\n".into()],
+        }
+    }
+
+    async fn collect_group(&self, item: Item, policy: &dyn Policy) -> Result<Collected, EnvError> {
+        let position: PositionItem =
+            serde_json::from_value(item).map_err(|e| EnvError::InvalidItem(e.to_string()))?;
+        let pos =
+            rules::parse_fen(&position.fen).map_err(|e| EnvError::InvalidItem(e.to_string()))?;
+        let request = self.request(
+            &position,
+            &pos,
+            self.config.group_size,
+            self.config.temperature,
+        );
+        let prompt = request.messages.clone();
+        let rollouts = policy.complete(request).await?;
+        let answers: Vec<(String, Finish)> = rollouts
+            .iter()
+            .map(|r| (r.completion.clone(), r.finish))
+            .collect();
+        // The judge searches: off the async workers.
+        let judged = tokio::task::spawn_blocking(move || {
+            answers
+                .iter()
+                .map(|(text, finish)| score_answer(&pos, text, *finish))
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|e| EnvError::Other(format!("judging: {e}")))?;
+        let sequences = rollouts
+            .into_iter()
+            .zip(judged)
+            .map(|(rollout, judged)| {
+                let mut messages = prompt.clone();
+                messages.push(ChatMessage::new("assistant", rollout.completion.clone()));
+                if let Some(feedback) = judged.feedback {
+                    messages.push(ChatMessage::new("user", format!("Environment: {feedback}")));
+                }
+                ScoredSequence {
+                    messages,
+                    score: judged.score,
+                    rollout,
+                    overrides: None,
+                }
+            })
+            .collect();
+        Ok(Collected {
+            group: Some(ScoredGroup {
+                sequences,
+                generation_params: generation_params(&self.config, policy),
+                group_overrides: None,
+            }),
+            backlog: Vec::new(),
+        })
+    }
+
+    async fn evaluate_set(&self, policy: &dyn Policy) -> Result<EvalOutcome, EnvError> {
+        let (mut legal, mut score_sum) = (0usize, 0.0);
+        let mut samples = Vec::new();
+        for (id, item) in self.eval_set.iter().enumerate() {
+            let pos = rules::parse_fen(&item.fen).map_err(|e| EnvError::Other(e.to_string()))?;
+            let mut rollouts = policy.complete(self.request(item, &pos, 1, 0.0)).await?;
+            let Some(rollout) = rollouts.pop() else {
+                return Err(EnvError::Other("the policy returned no rollout".into()));
+            };
+            let (text, finish) = (rollout.completion.clone(), rollout.finish);
+            let judge_pos = pos.clone();
+            let judged =
+                tokio::task::spawn_blocking(move || score_answer(&judge_pos, &text, finish))
+                    .await
+                    .map_err(|e| EnvError::Other(format!("judging: {e}")))?;
+            legal += usize::from(judged.uci.is_some());
+            score_sum += judged.score;
+            samples.push(
+                json!({"id": id, "fen": item.fen, "response": rollout.completion,
+                "move": judged.uci, "feedback": judged.feedback, "score": judged.score}),
+            );
+        }
+        let n = self.eval_set.len().max(1) as f64;
+        let metrics = [
+            ("eval/legal_rate", legal as f64 / n),
+            ("eval/mean_score", score_sum / n),
+            ("eval/n", self.eval_set.len() as f64),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        Ok(EvalOutcome { metrics, samples })
+    }
+}
+
+/// A position from a game of the version-0 agent against itself, some plies in, not over.
+fn draw_position(rng: &mut StdRng, settings: &Settings) -> PositionItem {
+    let baseline = PolicyParams::default();
+    loop {
+        let plies = rng.random_range(settings.min_plies..=settings.max_plies);
+        let game = selfplay::play_game(&baseline, &baseline, Side::White, plies, rng);
+        let mut pos = Chess::default();
+        let mut history = Vec::new();
+        for uci in &game.ucis {
+            let Ok(m) = rules::parse_uci(&pos, uci) else {
+                break;
+            };
+            history.push(rules::san_of(&pos, m));
+            pos.play_unchecked(m);
+        }
+        if rules::outcome_of(&pos, history.len()).is_none() {
+            return PositionItem {
+                fen: fen_of(&pos),
+                history,
+            };
+        }
+    }
+}
+
+impl Environment for ChessPlayerEnv {
+    fn name(&self) -> String {
+        NAME.to_string()
+    }
+
+    fn config(&self) -> EnvConfig {
+        self.config.clone()
+    }
+
+    fn setup(&self) -> BoxFuture<'_, Result<(), EnvError>> {
+        futures::future::ready(Ok(())).boxed()
+    }
+
+    fn next_item(&self) -> BoxFuture<'_, Result<Option<Item>, EnvError>> {
+        let position = {
+            let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
+            draw_position(&mut rng, &self.settings)
+        };
+        let item = serde_json::to_value(position).map_err(|e| EnvError::Other(e.to_string()));
+        futures::future::ready(item.map(Some)).boxed()
+    }
+
+    fn collect<'a>(
+        &'a self,
+        item: Item,
+        policy: &'a dyn Policy,
+    ) -> BoxFuture<'a, Result<Collected, EnvError>> {
+        self.collect_group(item, policy).boxed()
+    }
+
+    fn evaluate<'a>(
+        &'a self,
+        policy: &'a dyn Policy,
+    ) -> BoxFuture<'a, Result<EvalOutcome, EnvError>> {
+        self.evaluate_set(policy).boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_scored_by_the_judge_or_refused_with_a_reason() {
+        let pos = rules::parse_fen(rules::START_FEN).unwrap();
+        let good = score_answer(&pos, "I open in the centre.\nMove: e4", Finish::Stop);
+        assert_eq!(good.uci.as_deref(), Some("e2e4"));
+        assert!((0.0..=1.0).contains(&good.score) && good.feedback.is_none());
+        let illegal = score_answer(&pos, "Move: Qh5", Finish::Stop);
+        assert_eq!(illegal.score, ILLEGAL_PENALTY);
+        assert!(illegal.feedback.unwrap().contains("Qh5 is not legal"));
+        let cut = score_answer(&pos, "Move: e4", Finish::Length);
+        assert_eq!(cut.score, ILLEGAL_PENALTY);
+        // The move line was complete before the cut: it counts.
+        let complete = score_answer(&pos, "Move: d4 \nand then I will pl", Finish::Length);
+        assert_eq!(complete.uci.as_deref(), Some("d2d4"));
+        let none = score_answer(&pos, "hmm", Finish::Stop);
+        assert!(none.feedback.unwrap().contains("no move found"));
+    }
+
+    #[tokio::test]
+    async fn positions_are_seeded_playable_and_their_prompts_list_the_legal_moves() {
+        let options = EnvOptions {
+            seed: 3,
+            ..EnvOptions::default()
+        };
+        let (a, b) = (
+            ChessPlayerEnv::new(&options).unwrap(),
+            ChessPlayerEnv::new(&options).unwrap(),
+        );
+        for _ in 0..5 {
+            let item = a.next_item().await.unwrap().unwrap();
+            assert_eq!(Some(item.clone()), b.next_item().await.unwrap());
+            let position: PositionItem = serde_json::from_value(item).unwrap();
+            let pos = rules::parse_fen(&position.fen).unwrap();
+            assert!(rules::outcome_of(&pos, position.history.len()).is_none());
+            assert!((4..=30).contains(&position.history.len()));
+            let messages = position.messages(&pos);
+            assert_eq!(
+                messages.len(),
+                2 + 2 * EXAMPLES.len(),
+                "every example replays"
+            );
+            let prompt = &messages.last().unwrap().content;
+            assert!(prompt.contains(&position.fen));
+            for m in rules::legal_moves(&pos) {
+                assert!(prompt.contains(&m.san), "{} missing from {prompt}", m.san);
+            }
+        }
+        assert!(
+            ChessPlayerEnv::new(&EnvOptions {
+                settings: serde_json::from_value(json!({"min_plies": 9, "max_plies": 2})).unwrap(),
+                ..EnvOptions::default()
+            })
+            .is_err()
+        );
+    }
+}
