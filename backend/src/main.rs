@@ -34,6 +34,11 @@ enum Command {
         #[command(subcommand)]
         command: lachesis::envs::cli::EnvCommand,
     },
+    /// GRPO training: `demo` (a tiny model learns a toy task end to end) and `run`.
+    Train {
+        #[command(subcommand)]
+        command: lachesis::trainer::cli::TrainCommand,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -87,6 +92,7 @@ fn main() -> anyhow::Result<()> {
                 Ok(())
             }
             Command::Env { command } => lachesis::envs::cli::run(command).await,
+            Command::Train { command } => lachesis::trainer::cli::run(command).await,
             Command::Bench {
                 which:
                     BenchCommand::Codec {

@@ -103,6 +103,25 @@ pub fn save(
     std::fs::rename(&staging, dir).map_err(io("renaming into", dir))
 }
 
+/// A Hugging Face folder of the model's current weights with adapters merged in, the form a
+/// server that knows nothing of LoRA (vLLM restarted on it, our engine) loads. Not resumable.
+pub fn save_merged(
+    dir: &Path,
+    model: &TrainLlama,
+    tokenizer: Option<&ModelTokenizer>,
+) -> Result<(), TrainError> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).map_err(io("creating", dir))?;
+    candle_core::safetensors::save(&model.hf_tensors()?, dir.join("model.safetensors"))?;
+    write_json(&dir.join("config.json"), &model.config.to_hf_json())?;
+    if let Some(tokenizer) = tokenizer {
+        tokenizer
+            .save_hf_dir(dir)
+            .map_err(|e| TrainError::Checkpoint(e.to_string()))?;
+    }
+    Ok(())
+}
+
 fn read_tensors(path: &Path) -> Result<HashMap<String, Tensor>, TrainError> {
     if !path.exists() {
         return Err(TrainError::Checkpoint(format!(

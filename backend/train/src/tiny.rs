@@ -55,9 +55,9 @@ pub fn tiny_tokenizer() -> Result<ModelTokenizer, TrainError> {
     let mut inner = Tokenizer::new(bpe);
     inner.with_decoder(Some(Fuse::new()));
     inner.add_special_tokens(&[tokenizers::AddedToken::from(EOS, true)]);
-    let template = format!(
-        "{{% for message in messages %}}{{{{ message['content'] }}}}{{% endfor %}}{{% if add_generation_prompt %}}{ANSWER_MARK}{{% endif %}}"
-    );
+    // The answer follows the prompt's last character directly, so a prompt digit's own
+    // position predicts the answer (the residual stream carries it; no attention is needed).
+    let template = "{% for message in messages %}{{ message['content'] }}{% endfor %}".to_owned();
     ModelTokenizer::new(inner, Some(template), EOS)
         .map_err(|e| TrainError::Config(format!("the tiny tokenizer: {e}")))
 }
@@ -78,7 +78,7 @@ mod tests {
         let prompt = t
             .apply_chat_template(&[ChatMessage::new("user", "5")], true)
             .unwrap();
-        assert_eq!(prompt, "5=");
+        assert_eq!(prompt, "5");
         tiny_config().validate().unwrap();
     }
 }
