@@ -54,6 +54,9 @@ enum BenchCommand {
     Generate(lachesis::bench::generate::GenerateBenchArgs),
     /// Live hub fan-out: delivery latency and server memory with N WebSocket watchers.
     Fanout(lachesis::bench::fanout::FanoutBenchArgs),
+    /// Training tokens/s of GRPO steps on a llama of given shape (`scripts/bench-train.sh` runs
+    /// PyTorch beside it).
+    Train(lachesis::trainer::bench::TrainBenchArgs),
     /// Server-side cost of one ingested group, stage by stage.
     Codec {
         #[arg(long, default_value_t = 16)]
@@ -102,6 +105,16 @@ fn main() -> anyhow::Result<()> {
                     },
             } => {
                 lachesis::bench::run_codec_bench(seqs, tokens, rounds);
+                Ok(())
+            }
+            Command::Bench {
+                which: BenchCommand::Train(args),
+            } => {
+                let r = lachesis::trainer::bench::run_train_bench(&args)?;
+                println!(
+                    "ours: {:.0} tokens/s ({:.4} s/step, {} trainable parameters)",
+                    r.tokens_per_second, r.seconds_per_step, r.trainable_parameters
+                );
                 Ok(())
             }
             Command::Bench {

@@ -4,6 +4,7 @@
 //!
 //! The maths lives in the `lachesis-train` crate; this room talks to the API and to inference.
 
+pub mod bench;
 pub mod cli;
 pub mod demo;
 pub mod sync;
