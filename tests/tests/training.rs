@@ -79,3 +79,69 @@ async fn grpo_raises_the_tiny_models_mean_reward_from_chance_to_at_least_0_9() {
         Value::from(options.steps as f64)
     );
 }
+
+/// The trainer reads SmolLM2's GGUF (dequantized, q/k un-permuted to Hugging Face's layout) into
+/// the same function the embedded engine computes from the file directly (interleaved rotary on
+/// the permuted, quantized weights): same next-token ranking, logits within quantization noise.
+#[test]
+fn the_training_model_reads_smollm2_from_gguf_as_the_engine_does() {
+    use candle_core::quantized::gguf_file;
+    use candle_core::{Device, IndexOp, Tensor};
+    use lachesis_inference::llama::Llama;
+    use lachesis_train::{TrainLlama, TrainMode};
+
+    let path = lachesis_tests::model_path();
+    let (config, tensors, tokenizer) = lachesis_train::gguf::load_gguf(&path).expect("loads");
+    assert_eq!(config.vocab_size, tokenizer.vocab_size());
+    let model = TrainLlama::from_tensors(config, tensors, TrainMode::Frozen).expect("builds");
+    let ids = tokenizer.encode("The capital of France is").unwrap();
+    let input = Tensor::new(ids.as_slice(), &Device::Cpu)
+        .unwrap()
+        .unsqueeze(0)
+        .unwrap();
+    let ours = model
+        .forward(&input, true)
+        .unwrap()
+        .i((0, ids.len() - 1))
+        .unwrap();
+
+    let mut file = std::fs::File::open(&path).unwrap();
+    let content = gguf_file::Content::read(&mut file).unwrap();
+    let engine = Llama::from_gguf(&content, &mut file, 64, false).unwrap();
+    let mut cache = engine.new_cache();
+    let theirs = engine
+        .forward(&input, 0, &mut cache, false)
+        .unwrap()
+        .i(0)
+        .unwrap();
+
+    let top = |t: &Tensor| -> Vec<u32> {
+        let mut v: Vec<(usize, f32)> = t
+            .to_vec1::<f32>()
+            .unwrap()
+            .into_iter()
+            .enumerate()
+            .collect();
+        v.sort_by(|a, b| b.1.total_cmp(&a.1));
+        v.iter().take(5).map(|(i, _)| *i as u32).collect()
+    };
+    assert_eq!(top(&ours)[0], top(&theirs)[0]);
+    let diff: f32 = (&ours - &theirs)
+        .unwrap()
+        .abs()
+        .unwrap()
+        .max(0)
+        .unwrap()
+        .to_scalar()
+        .unwrap();
+    let scale: f32 = theirs.abs().unwrap().max(0).unwrap().to_scalar().unwrap();
+    eprintln!(
+        "max |Δlogit| {diff} of max |logit| {scale}; top-5 {:?} vs {:?}",
+        top(&ours),
+        top(&theirs)
+    );
+    assert!(
+        diff < 0.05 * scale,
+        "logits differ by {diff} (scale {scale})"
+    );
+}

@@ -68,11 +68,7 @@ pub fn run_train_bench(args: &TrainBenchArgs) -> anyhow::Result<TrainBenchResult
         TrainMode::Full
     };
     let model = TrainLlama::random(config, 0, mode)?;
-    let trainable_parameters = model
-        .trainable()
-        .iter()
-        .map(|(_, v)| v.elem_count())
-        .sum();
+    let trainable_parameters = model.trainable().iter().map(|(_, v)| v.elem_count()).sum();
     let mut trainer = Trainer::new(
         model,
         TrainConfig {
@@ -110,7 +106,9 @@ fn random_rows(args: &TrainBenchArgs) -> Vec<TrainRow> {
         .map(|i| {
             let len = args.seq + 1;
             TrainRow {
-                tokens: (0..len).map(|_| rng.random_range(0..args.vocab as u32)).collect(),
+                tokens: (0..len)
+                    .map(|_| rng.random_range(0..args.vocab as u32))
+                    .collect(),
                 trained: (0..len).map(|t| t > len / 2).collect(),
                 inference_logprobs: Some(vec![uniform; len]),
                 advantages: vec![if i % 2 == 0 { 1.0 } else { -1.0 }; len],

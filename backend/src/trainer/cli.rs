@@ -66,6 +66,11 @@ pub struct RunArgs {
     pub lr: f64,
     #[arg(long, default_value_t = 0)]
     pub warmup_steps: usize,
+    /// Decay the rate linearly to `lr · final_lr_ratio` over the run's steps.
+    #[arg(long)]
+    pub lr_decay: bool,
+    #[arg(long, default_value_t = 0.1)]
+    pub final_lr_ratio: f64,
     #[arg(long, default_value_t = 1.0)]
     pub max_grad_norm: f64,
     #[arg(long, default_value_t = 0.0)]
@@ -235,6 +240,8 @@ async fn train(args: RunArgs) -> anyhow::Result<()> {
         optim: OptimConfig {
             lr: args.lr,
             warmup_steps: args.warmup_steps,
+            decay_steps: if args.lr_decay { args.steps } else { 0 },
+            final_lr_ratio: args.final_lr_ratio,
             max_grad_norm: args.max_grad_norm,
             weight_decay: args.weight_decay,
             ..OptimConfig::default()

@@ -249,8 +249,13 @@ pub async fn run_demo(
                 variant: Variant::Grpo,
                 ..LossConfig::default()
             },
+            // Falling to a tenth by the last step: once nearly every answer is right, the rare
+            // wrong sample gets a large normalised advantage, and a full-size step on it can
+            // knock a prompt off its answer late in the run.
             optim: OptimConfig {
                 lr: options.lr,
+                decay_steps: options.steps,
+                final_lr_ratio: 0.1,
                 ..OptimConfig::default()
             },
             micro_batch: 64,

@@ -9,6 +9,9 @@ pub mod cli;
 pub mod demo;
 pub mod sync;
 
+#[cfg(test)]
+mod sync_tests;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 

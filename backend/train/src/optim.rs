@@ -19,6 +19,9 @@ pub struct OptimConfig {
     pub warmup_steps: usize,
     /// Gradients are scaled down when their global L2 norm exceeds this (0: no clipping).
     pub max_grad_norm: f64,
+    /// After warmup the rate falls linearly to `lr · final_lr_ratio` at this step (0: constant).
+    pub decay_steps: usize,
+    pub final_lr_ratio: f64,
 }
 
 impl Default for OptimConfig {
@@ -31,6 +34,8 @@ impl Default for OptimConfig {
             weight_decay: 0.0,
             warmup_steps: 0,
             max_grad_norm: 1.0,
+            decay_steps: 0,
+            final_lr_ratio: 1.0,
         }
     }
 }
@@ -62,14 +67,19 @@ impl AdamW {
         })
     }
 
-    /// The learning rate of the next step: linear warmup `lr·(step+1)/warmup`, then constant.
+    /// The learning rate of the next step: linear warmup `lr·(step+1)/warmup`, then constant or
+    /// falling linearly to `lr · final_lr_ratio` at `decay_steps`.
     pub fn current_lr(&self) -> f64 {
         let c = &self.config;
         if self.step < c.warmup_steps {
-            c.lr * (self.step + 1) as f64 / c.warmup_steps as f64
-        } else {
-            c.lr
+            return c.lr * (self.step + 1) as f64 / c.warmup_steps as f64;
         }
+        if c.decay_steps <= c.warmup_steps {
+            return c.lr;
+        }
+        let span = (c.decay_steps - c.warmup_steps) as f64;
+        let progress = ((self.step - c.warmup_steps) as f64 / span).min(1.0);
+        c.lr * (1.0 - progress * (1.0 - c.final_lr_ratio))
     }
 
     /// One update from gradients aligned with `vars` (`None`: the variable got no gradient this
@@ -205,5 +215,27 @@ mod tests {
                 .load_state(&vars, &HashMap::from([("m.w".into(), zero)]), 1)
                 .is_err()
         );
+    }
+
+    #[test]
+    fn the_rate_decays_linearly_after_warmup_to_its_floor() {
+        let vars = vec![var(&[0.0])];
+        let config = OptimConfig {
+            lr: 1.0,
+            warmup_steps: 2,
+            decay_steps: 6,
+            final_lr_ratio: 0.2,
+            ..OptimConfig::default()
+        };
+        let mut opt = AdamW::new(&vars, config).unwrap();
+        let mut rates = Vec::new();
+        for _ in 0..8 {
+            rates.push(opt.current_lr());
+            opt.step += 1;
+        }
+        let expected = [0.5, 1.0, 1.0, 0.8, 0.6, 0.4, 0.2, 0.2];
+        for (r, e) in rates.iter().zip(expected) {
+            assert!((r - e).abs() < 1e-12, "{rates:?}");
+        }
     }
 }
