@@ -1,6 +1,7 @@
 """The GRPO step of `lachesis bench train` in PyTorch on the CPU, same shapes and same work: a llama
-(RMSNorm, rotate-half rotary, grouped-query attention, SwiGLU, untied output), the clipped
-importance-ratio loss averaged per sequence, backward, gradient-norm clipping, AdamW.
+(RMSNorm, rotate-half rotary, grouped-query attention, SwiGLU, untied output, the vocabulary
+projection over the trained half of each sequence only), the clipped importance-ratio loss averaged
+per sequence, backward, gradient-norm clipping, AdamW.
 
 Usage: python torch_grpo.py --vocab 256 --hidden 64 ... (the flags of `lachesis bench train`).
 """
@@ -114,11 +115,12 @@ class Llama(torch.nn.Module):
         self.sin = torch.cat([ang.sin(), ang.sin()], -1)
         self.mask = torch.full((a.seq, a.seq), float("-inf")).triu(1)
 
-    def forward(self, tokens):
+    def forward(self, tokens, start):
         x = self.embed[tokens]
         for blk in self.blocks:
             x = blk(x, self.cos, self.sin, self.mask)
-        return rms(x, self.norm) @ self.head.t()
+        # As ours: the vocabulary projection only over the positions that are trained.
+        return rms(x[:, start:], self.norm) @ self.head.t()
 
 
 model = Llama()
@@ -132,8 +134,12 @@ adv = torch.tensor([1.0 if i % 2 == 0 else -1.0 for i in range(a.batch)]).unsque
 old = torch.full((a.batch, a.seq), -math.log(a.vocab))
 
 
+window = (a.seq + 1) // 2
+targets, mask, old = targets[:, window:], mask[:, window:], old[:, window:]
+
+
 def step():
-    logits = model(inputs)
+    logits = model(inputs, window)
     logp = torch.log_softmax(logits, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     ratio = torch.exp((logp - old) * mask)
     obj = torch.minimum(ratio * adv, ratio.clamp(0.8, 1.2) * adv)

@@ -271,7 +271,7 @@ async fn train(args: RunArgs) -> anyhow::Result<()> {
                 quantize: true,
             }
         }
-        "vllm-restart" => WeightSync::VllmRestart(VllmRestart::new(
+        "vllm-restart" => WeightSync::VllmRestart(Box::new(VllmRestart::new(
             args.vllm_command
                 .split_whitespace()
                 .map(String::from)
@@ -282,7 +282,7 @@ async fn train(args: RunArgs) -> anyhow::Result<()> {
                 .collect(),
             format!("{}/health", args.vllm_url.trim_end_matches('/')),
             Duration::from_secs(args.vllm_startup_seconds),
-        )),
+        ))),
         "vllm-lora" => WeightSync::VllmLora(VllmLora::new(
             &args.vllm_url,
             &args.lora_name,

@@ -44,7 +44,7 @@ pub enum WeightSync {
         engine: Engine,
         quantize: bool,
     },
-    VllmRestart(VllmRestart),
+    VllmRestart(Box<VllmRestart>),
     VllmLora(VllmLora),
 }
 

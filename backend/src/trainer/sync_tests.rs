@@ -167,7 +167,7 @@ async fn restart_sync_relaunches_the_server_on_each_new_merged_checkpoint() {
         format!("http://127.0.0.1:{port}/health"),
         Duration::from_secs(30),
     );
-    let mut sync = WeightSync::VllmRestart(restart);
+    let mut sync = WeightSync::VllmRestart(Box::new(restart));
     let t = trainer(lora_mode());
     let tokenizer = tiny_tokenizer().unwrap();
     let model_dir = dir.0.join("sync");

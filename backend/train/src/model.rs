@@ -264,7 +264,17 @@ impl TrainLlama {
     /// Logits (batch × seq × vocab) at every position of `tokens` (batch × seq, u32). With
     /// `adapters: false` a LoRA model answers as its frozen base.
     pub fn forward(&self, tokens: &Tensor, adapters: bool) -> Result<Tensor> {
+        self.forward_from(tokens, 0, adapters)
+    }
+
+    /// Logits of positions `start..` only (batch × (seq − start) × vocab). Every position is
+    /// still read (attention needs them), but the vocabulary projection, the costliest matmul of
+    /// a small model, is skipped over the prompt, where nothing is trained.
+    pub fn forward_from(&self, tokens: &Tensor, start: usize, adapters: bool) -> Result<Tensor> {
         let (batch, seq) = tokens.dims2()?;
+        if start >= seq {
+            candle_core::bail!("logits from position {start} of a {seq}-token sequence");
+        }
         let eps = self.config.rms_norm_eps;
         let mut x = self.embed.tensor().embedding(&tokens.flatten_all()?)?;
         let mask = causal_mask(seq)?;
@@ -278,12 +288,27 @@ impl TrainLlama {
                 * p[5].forward(&h, adapters)?)?;
             x = (x + p[6].forward(&gated, adapters)?)?;
         }
+        let kept = seq - start;
+        if start > 0 {
+            let hidden = self.config.hidden_size;
+            x = x
+                .reshape((batch, seq, hidden))?
+                .narrow(1, start, kept)?
+                .contiguous()?
+                .reshape((batch * kept, hidden))?;
+        }
         let x = rms_norm(&x, self.norm.tensor(), eps)?;
         let logits = match &self.lm_head {
             Some(head) => head.forward(&x, adapters)?,
-            None => x.matmul(&self.embed.tensor().t()?)?,
+            // Tied: the embedding table is the output matrix (through the frozen-weight op when
+            // it does not train, so no vocabulary-sized weight gradient is computed).
+            None => Linear {
+                weight: self.embed.clone(),
+                lora: None,
+            }
+            .forward(&x, adapters)?,
         };
-        logits.reshape((batch, seq, self.config.vocab_size))
+        logits.reshape((batch, kept, self.config.vocab_size))
     }
 
     fn attention(

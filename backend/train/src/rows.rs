@@ -69,7 +69,7 @@ fn rows_from_group(group: &ScoredData, options: RowOptions) -> Result<Vec<TrainR
     }
     let advantages = sequence_advantages(&group.scores, options.variant);
     let mut rows = Vec::with_capacity(n);
-    for i in 0..n {
+    for (i, &advantage) in advantages.iter().enumerate() {
         let tokens = &group.tokens[i];
         let len = tokens.len();
         let mask = &group.masks[i];
@@ -102,7 +102,7 @@ fn rows_from_group(group: &ScoredData, options: RowOptions) -> Result<Vec<TrainR
                 }
                 row.iter().map(|&a| a as f32).collect()
             }
-            None => vec![advantages[i] as f32; len],
+            None => vec![advantage as f32; len],
         };
         let per_token = if zeroed { vec![0.0; len] } else { per_token };
         let inference_logprobs = match &group.inference_logprobs {

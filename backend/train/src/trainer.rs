@@ -89,6 +89,9 @@ struct MicroBatch {
     advantages: Tensor,
     inv_temperature: Tensor,
     positions: usize,
+    /// The first column with a trained token: logits are computed from there on, and every
+    /// other tensor here starts there too.
+    start: usize,
 }
 
 impl Trainer {
@@ -141,7 +144,7 @@ impl Trainer {
         let mut micro_batches = 0;
         for chunk in rows.chunks(self.config.micro_batch) {
             let batch = collate(chunk)?;
-            let logits = self.model.forward(&batch.inputs, true)?;
+            let logits = self.model.forward_from(&batch.inputs, batch.start, true)?;
             let own = target_logprobs(&logits.detach(), &batch.targets, &batch.inv_temperature)?;
             let keep = batch.has_old.broadcast_as(own.shape())?;
             let old = ((&batch.old * &keep)? + (own * (1.0 - &keep)?)?)?;
@@ -201,8 +204,10 @@ impl Trainer {
             return Ok(None);
         }
         let logits = match (&self.reference, &self.model.mode) {
-            (Some(reference), _) => reference.forward(&batch.inputs, false)?,
-            (None, TrainMode::Lora(_)) => self.model.forward(&batch.inputs, false)?,
+            (Some(reference), _) => reference.forward_from(&batch.inputs, batch.start, false)?,
+            (None, TrainMode::Lora(_)) => {
+                self.model.forward_from(&batch.inputs, batch.start, false)?
+            }
             (None, _) => return Ok(None),
         };
         let lp = target_logprobs(&logits.detach(), &batch.targets, &batch.inv_temperature)?;
@@ -266,16 +271,23 @@ fn collate(rows: &[TrainRow]) -> Result<MicroBatch, TrainError> {
         }
         inv_t[i] = 1.0 / row.temperature;
     }
+    let start = (0..width)
+        .find(|&t| (0..b).any(|i| mask[i * width + t] > 0.0))
+        .unwrap_or(0);
     let cpu = &Device::Cpu;
-    let grid = |v: Vec<f32>| Tensor::from_vec(v, (b, width), cpu);
+    let window = |t: Tensor| -> candle_core::Result<Tensor> {
+        t.narrow(1, start, width - start)?.contiguous()
+    };
+    let grid = |v: Vec<f32>| window(Tensor::from_vec(v, (b, width), cpu)?);
     Ok(MicroBatch {
         inputs: Tensor::from_vec(inputs, (b, width), cpu)?,
-        targets: Tensor::from_vec(targets, (b, width), cpu)?,
+        targets: window(Tensor::from_vec(targets, (b, width), cpu)?)?,
         mask: grid(mask)?,
         old: grid(old)?,
         has_old: Tensor::from_vec(has_old, (b, 1), cpu)?.to_dtype(DType::F32)?,
         advantages: grid(advantages)?,
         inv_temperature: Tensor::from_vec(inv_t, b, cpu)?,
         positions,
+        start,
     })
 }
