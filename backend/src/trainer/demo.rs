@@ -190,7 +190,7 @@ impl DemoOptions {
             steps: 150,
             group_size: 8,
             groups_per_batch: 8,
-            lr: 3e-3,
+            lr: 5e-3,
             eval_samples: 32,
             run: format!("train-demo-{seed}-{:08x}", rand::random::<u32>()),
         }
