@@ -283,3 +283,34 @@ fn a_full_checkpoint_loads_in_the_embedded_engine_and_resumes_exactly() {
     }
     assert!(checkpoint::load_hf(&dir.0.join("missing"), TrainMode::Full).is_err());
 }
+
+#[test]
+fn the_engine_swaps_in_new_weights_and_refuses_ones_that_do_not_fit_its_tokenizer() {
+    let model = TrainLlama::random(tiny_config(), 7, TrainMode::Full).unwrap();
+    let engine = lachesis_inference::Engine::from_model(
+        inference_model(&model, false).unwrap(),
+        tiny_tokenizer().unwrap(),
+        "tiny".into(),
+        Default::default(),
+    )
+    .unwrap();
+    assert_eq!(engine.weight_version(), 0);
+    let next = TrainLlama::random(tiny_config(), 8, TrainMode::Full).unwrap();
+    assert_eq!(
+        engine
+            .swap_model(inference_model(&next, false).unwrap())
+            .unwrap(),
+        1
+    );
+    let small = LlamaConfig {
+        vocab_size: 8,
+        ..tiny_config()
+    };
+    let wrong = TrainLlama::random(small, 9, TrainMode::Full).unwrap();
+    assert!(
+        engine
+            .swap_model(inference_model(&wrong, false).unwrap())
+            .is_err()
+    );
+    assert_eq!(engine.weight_version(), 1);
+}
