@@ -15,4 +15,5 @@ pub mod inference;
 pub mod live;
 pub mod metrics;
 pub mod policy;
+pub mod trainer;
 pub mod trajectory;

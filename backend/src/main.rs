@@ -38,6 +38,10 @@ enum Command {
     Chess {
         #[command(subcommand)]
         command: lachesis::chess::cli::ChessCommand,
+    /// GRPO training: `demo` (a tiny model learns a toy task end to end) and `run`.
+    Train {
+        #[command(subcommand)]
+        command: lachesis::trainer::cli::TrainCommand,
     },
     /// Benchmarks.
     Bench {
@@ -56,6 +60,9 @@ enum BenchCommand {
     Fanout(lachesis::bench::fanout::FanoutBenchArgs),
     /// The chess agent's time to answer a move at its default depth.
     Chess(lachesis::chess::cli::MoveLatencyArgs),
+    /// Training tokens/s of GRPO steps on a llama of given shape (`scripts/bench-train.sh` runs
+    /// PyTorch beside it).
+    Train(lachesis::trainer::bench::TrainBenchArgs),
     /// Server-side cost of one ingested group, stage by stage.
     Codec {
         #[arg(long, default_value_t = 16)]
@@ -101,6 +108,7 @@ fn main() -> anyhow::Result<()> {
                 lachesis::chess::cli::bench_latency(args);
                 Ok(())
             }
+            Command::Train { command } => lachesis::trainer::cli::run(command).await,
             Command::Bench {
                 which:
                     BenchCommand::Codec {
@@ -110,6 +118,16 @@ fn main() -> anyhow::Result<()> {
                     },
             } => {
                 lachesis::bench::run_codec_bench(seqs, tokens, rounds);
+                Ok(())
+            }
+            Command::Bench {
+                which: BenchCommand::Train(args),
+            } => {
+                let r = lachesis::trainer::bench::run_train_bench(&args)?;
+                println!(
+                    "ours: {:.0} tokens/s ({:.4} s/step, {} trainable parameters)",
+                    r.tokens_per_second, r.seconds_per_step, r.trainable_parameters
+                );
                 Ok(())
             }
             Command::Bench {

@@ -6,7 +6,8 @@
 //! reads the weights once per step for all of them.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use candle_core::quantized::gguf_file;
@@ -112,7 +113,14 @@ pub struct Engine {
     jobs: mpsc::Sender<Job>,
     tokenizer: Arc<ModelTokenizer>,
     info: Arc<ModelInfo>,
+    /// The weights new requests start on; swapped in place by a trainer.
+    model: SharedModel,
+    /// Bumped by every [`Engine::swap_model`]; rollouts carry it so batches say which weights
+    /// produced them.
+    weight_version: Arc<AtomicI64>,
 }
+
+type SharedModel = Arc<RwLock<Arc<Llama>>>;
 
 struct Job {
     request: GenerateRequest,
@@ -133,15 +141,26 @@ impl Engine {
         } else {
             load_gguf(path, options.context_cap)?
         };
-        let context = model.context_length;
+        Self::from_model(model, tokenizer, name, options)
+    }
+
+    /// Starts a worker on a model already in memory (a trainer's, or a test's).
+    pub fn from_model(
+        model: Llama,
+        tokenizer: ModelTokenizer,
+        name: String,
+        options: EngineOptions,
+    ) -> Result<Self, EngineError> {
+        let context = model.context_length.min(options.context_cap);
         let info = ModelInfo {
             name,
             context_length: context,
             vocab_size: tokenizer.vocab_size(),
         };
         let (jobs, queue) = mpsc::channel(options.queue.max(1));
+        let model: SharedModel = Arc::new(RwLock::new(Arc::new(model)));
         let worker = Worker {
-            model: Arc::new(model),
+            model: model.clone(),
             tokenizer: tokenizer.clone(),
             context,
             max_active: options.max_active.max(1),
@@ -154,7 +173,38 @@ impl Engine {
             jobs,
             tokenizer: Arc::new(tokenizer),
             info: Arc::new(info),
+            model,
+            weight_version: Arc::new(AtomicI64::new(0)),
         })
+    }
+
+    /// Replaces the weights: requests already running finish on the old ones (their caches were
+    /// computed with them), every later request uses the new. Returns the new weight version.
+    pub fn swap_model(&self, model: Llama) -> Result<i64, EngineError> {
+        let vocab = model.vocab_size();
+        if vocab < self.info.vocab_size {
+            return Err(EngineError::Model(format!(
+                "the new weights have {vocab} embeddings, the tokenizer {} tokens",
+                self.info.vocab_size
+            )));
+        }
+        if model.context_length < self.info.context_length {
+            return Err(EngineError::Model(format!(
+                "the new weights serve {} positions, fewer than the engine's {}",
+                model.context_length, self.info.context_length
+            )));
+        }
+        let mut slot = self
+            .model
+            .write()
+            .map_err(|_| EngineError::Model("the model lock is poisoned".into()))?;
+        *slot = Arc::new(model);
+        Ok(self.weight_version.fetch_add(1, Ordering::SeqCst) + 1)
+    }
+
+    /// The version of the weights new requests run on: 0 as loaded, plus one per swap.
+    pub fn weight_version(&self) -> i64 {
+        self.weight_version.load(Ordering::SeqCst)
     }
 
     pub fn tokenizer(&self) -> &ModelTokenizer {
@@ -227,25 +277,33 @@ fn load_gguf(
 }
 
 struct Worker {
-    model: Arc<Llama>,
+    model: SharedModel,
     tokenizer: ModelTokenizer,
     context: usize,
     max_active: usize,
 }
 
 impl Worker {
+    fn current(&self) -> Arc<Llama> {
+        // A poisoned lock only means a swap panicked midway; the Arc inside is still whole.
+        match self.model.read() {
+            Ok(model) => model.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
     fn run(self, mut queue: mpsc::Receiver<Job>) {
         let mut active: Vec<Session> = Vec::new();
         loop {
             while active.len() < self.max_active {
                 match queue.try_recv() {
-                    Ok(job) => active.push(Session::new(job, self.model.clone())),
+                    Ok(job) => active.push(Session::new(job, self.current())),
                     Err(_) => break,
                 }
             }
             if active.is_empty() {
                 match queue.blocking_recv() {
-                    Some(job) => active.push(Session::new(job, self.model.clone())),
+                    Some(job) => active.push(Session::new(job, self.current())),
                     None => return,
                 }
                 continue;

@@ -54,10 +54,20 @@ impl Llama {
     /// Loads a Hugging Face llama directory. With `quantize`, matrices become Q8_0 (the speed of
     /// the GGUF path); without, they stay dense f32 (exact, about 4x the memory traffic).
     pub fn from_safetensors(dir: &Path, context_cap: usize, quantize: bool) -> Result<Self> {
-        let config: HfLlamaConfig =
-            serde_json::from_slice(&std::fs::read(dir.join("config.json"))?)
-                .map_err(|e| candle_core::Error::Msg(format!("config.json: {e}")))?;
-        let mut tensors = read_tensors(dir)?;
+        let config = std::fs::read(dir.join("config.json"))?;
+        Self::from_hf_tensors(&config, read_tensors(dir)?, context_cap, quantize)
+    }
+
+    /// Builds the model from a `config.json` body and tensors under Hugging Face's names, as the
+    /// trainer holds them in memory: the in-process weight swap needs no round trip through disk.
+    pub fn from_hf_tensors(
+        config_json: &[u8],
+        mut tensors: HashMap<String, Tensor>,
+        context_cap: usize,
+        quantize: bool,
+    ) -> Result<Self> {
+        let config: HfLlamaConfig = serde_json::from_slice(config_json)
+            .map_err(|e| candle_core::Error::Msg(format!("config.json: {e}")))?;
         let mut take = |name: &str| -> Result<Tensor> {
             tensors
                 .remove(name)

@@ -211,6 +211,11 @@ impl Llama {
         })
     }
 
+    /// Rows of the embedding table: the largest token id plus one the model can read.
+    pub fn vocab_size(&self) -> usize {
+        self.embeddings.dim(0).unwrap_or(0)
+    }
+
     pub fn new_cache(&self) -> KvCache {
         KvCache {
             layers: vec![None; self.layers.len()],

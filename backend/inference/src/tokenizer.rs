@@ -161,6 +161,25 @@ impl ModelTokenizer {
         })
     }
 
+    /// A tokenizer built in code (a toy model's), with its chat template and end-of-sequence
+    /// token, which must be in the vocabulary.
+    pub fn new(
+        inner: Tokenizer,
+        chat_template: Option<String>,
+        eos_token: &str,
+    ) -> Result<Self, EngineError> {
+        let eos_token_id = inner
+            .token_to_id(eos_token)
+            .ok_or_else(|| EngineError::Model(format!("EOS token {eos_token:?} not in vocab")))?;
+        Ok(Self {
+            inner,
+            chat_template,
+            bos_token: None,
+            eos_token: eos_token.to_owned(),
+            eos_token_id,
+        })
+    }
+
     /// Loads `tokenizer.json` and, when present, `tokenizer_config.json` (chat template, BOS, EOS)
     /// from a Hugging Face model directory.
     pub fn from_hf_dir(dir: &Path) -> Result<Self, EngineError> {

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use lachesis_shared::atropos::{
-    EnvIdentifier, EnvRegistered, RegisterEnv, RegisterEnvResponse, ScoredData, ScoredDataResponse,
-    StatusEnv,
+    BatchResponse, EnvIdentifier, EnvRegistered, RegisterEnv, RegisterEnvResponse,
+    RegisterResponse, Registration, ScoredData, ScoredDataResponse, StatusEnv,
 };
+use lachesis_shared::runs::TrainerReport;
 use reqwest::Method;
 use reqwest::header::{AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE};
 use serde::Deserialize;
@@ -137,6 +138,24 @@ impl TrajectoryClient {
             .await
     }
 
+    /// `POST /register`, as a trainer starts (atroposlib's `register_trainer`).
+    pub async fn register(
+        &self,
+        registration: &Registration,
+    ) -> Result<RegisterResponse, ClientError> {
+        self.call(Method::POST, "/register", registration).await
+    }
+
+    /// `GET /batch`: `batch` is `None` while no full batch is queued.
+    pub async fn batch(&self) -> Result<BatchResponse, ClientError> {
+        self.call(Method::GET, "/batch", &()).await
+    }
+
+    /// `POST /trainer-metrics` (Lachesis): one step's numbers for the run's dashboard.
+    pub async fn trainer_metrics(&self, report: &TrainerReport) -> Result<(), ClientError> {
+        self.call(Method::POST, "/trainer-metrics", report).await
+    }
+
     /// One request with retries. `()` as the body means "no body" (plain GETs).
     async fn call<B: serde::Serialize, T: DeserializeOwned>(
         &self,
@@ -201,6 +220,12 @@ impl TrajectoryClient {
                 body: text[..cut].to_string(),
             });
         }
+        // 204 answers have no body; they decode as `()`.
+        let bytes = if bytes.is_empty() {
+            Bytes::from_static(b"null")
+        } else {
+            bytes
+        };
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode {
             path: path.to_string(),
             message: e.to_string(),

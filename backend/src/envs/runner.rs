@@ -303,6 +303,9 @@ async fn handle_item(
     max_token_len: i64,
     item: Item,
 ) -> (Outcome, Vec<Item>) {
+    // Read before the rollouts: a swap during them leaves the group on the older weights (or a
+    // mix), and the older version is the honest label for staleness.
+    let weight_version = policy.weight_version();
     let collected =
         match tokio::time::timeout(config.worker_timeout, env.collect(item, policy)).await {
             Err(_) => return (Outcome::TimedOut, Vec::new()),
@@ -312,7 +315,8 @@ async fn handle_item(
     let Some(group) = collected.group else {
         return (Outcome::Empty, collected.backlog);
     };
-    let data = group.to_scored_data(Some(env_id), config.include_messages);
+    let mut data = group.to_scored_data(Some(env_id), config.include_messages);
+    data.weight_version = data.weight_version.or(weight_version);
     let verdict = check_group(
         &data,
         group_size,

@@ -47,6 +47,10 @@ impl Policy for EmbeddedPolicy {
     fn complete(&self, request: PolicyRequest) -> BoxFuture<'_, Result<Vec<Rollout>, PolicyError>> {
         Box::pin(self.run(request))
     }
+
+    fn weight_version(&self) -> Option<i64> {
+        Some(self.engine.weight_version())
+    }
 }
 
 /// The engine's answer as rollouts. The engine's choice tokens include the EOS it sampled and the

@@ -78,4 +78,10 @@ pub trait Policy: Send + Sync {
     fn name(&self) -> String;
 
     fn complete(&self, request: PolicyRequest) -> BoxFuture<'_, Result<Vec<Rollout>, PolicyError>>;
+
+    /// The version of the weights answering now, when the policy knows it (the embedded engine
+    /// counts its weight swaps; a trainer's sync sets it for remote servers).
+    fn weight_version(&self) -> Option<i64> {
+        None
+    }
 }
