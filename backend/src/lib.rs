@@ -14,4 +14,5 @@ pub mod inference;
 pub mod live;
 pub mod metrics;
 pub mod policy;
+pub mod spatial;
 pub mod trajectory;

@@ -34,6 +34,11 @@ enum Command {
         #[command(subcommand)]
         command: lachesis::envs::cli::EnvCommand,
     },
+    /// Spatial reasoning: solve generated tasks, show one, benchmark the physics.
+    Spatial {
+        #[command(subcommand)]
+        command: lachesis::spatial::cli::SpatialCommand,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -87,6 +92,7 @@ fn main() -> anyhow::Result<()> {
                 Ok(())
             }
             Command::Env { command } => lachesis::envs::cli::run(command).await,
+            Command::Spatial { command } => lachesis::spatial::cli::run(command),
             Command::Bench {
                 which:
                     BenchCommand::Codec {

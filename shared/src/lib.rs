@@ -7,4 +7,6 @@ pub mod atropos;
 pub mod error;
 pub mod live;
 pub mod runs;
+#[cfg(feature = "spatial")]
+pub mod spatial;
 pub mod status;

@@ -122,12 +122,21 @@ pub enum LiveEvent {
     Status(RunStatusPoint),
     /// A trainer reported metrics for a step (stream).
     Trainer(TrainerPoint),
+    /// A spatial scene changed (state: a snapshot or a delta; a reader that misses one sees a
+    /// sequence gap and reloads the snapshot over HTTP).
+    #[cfg(feature = "spatial")]
+    Scene(Box<crate::spatial::SceneEvent>),
 }
 
 impl LiveEvent {
     /// State events replace an undelivered predecessor on the same topic instead of queueing.
     pub fn is_state(&self) -> bool {
-        matches!(self, LiveEvent::Status(_))
+        match self {
+            LiveEvent::Status(_) => true,
+            #[cfg(feature = "spatial")]
+            LiveEvent::Scene(_) => true,
+            _ => false,
+        }
     }
 }
 

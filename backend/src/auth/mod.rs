@@ -286,9 +286,14 @@ impl Viewer {
                 Err(AppError::Database(e)) => Err(e),
                 Err(_) => Ok(false),
             },
-            // The marketplace feed is public. Scenes and games define their access in the issues
-            // that add them; until then only full-rights callers may watch them.
-            None => Ok(matches!(topic, Topic::Marketplace) || self.is_full_rights()),
+            // The marketplace feed is public; spatial scenes (generated tasks and the model's
+            // attempts at them) are for anyone signed in. Games define their access in the issue
+            // that adds them; until then only full-rights callers may watch them.
+            None => Ok(match topic {
+                Topic::Marketplace => true,
+                Topic::Scene { .. } => !matches!(self, Viewer::Anonymous),
+                _ => self.is_full_rights(),
+            }),
         }
     }
 }

@@ -46,11 +46,19 @@ struct EnvironmentInfo {
 }
 
 async fn environments() -> Json<Vec<EnvironmentInfo>> {
-    Json(vec![EnvironmentInfo {
-        name: crate::envs::arithmetic::NAME,
-        description: "Seeded integer problems (+, -, x) with a verifiable answer; reward 1 when \
-                      exact, a small bonus for a well-formed wrong answer.",
-    }])
+    Json(vec![
+        EnvironmentInfo {
+            name: crate::envs::arithmetic::NAME,
+            description: "Seeded integer problems (+, -, x) with a verifiable answer; reward 1 \
+                          when exact, a small bonus for a well-formed wrong answer.",
+        },
+        EnvironmentInfo {
+            name: crate::envs::spatial::NAME,
+            description: "Generated 3D scenes (rapier3d) with placement, distance, orientation and \
+                          stacking goals; the model answers with JSON actions, the world runs to \
+                          rest and the scorer gives partial credit per goal.",
+        },
+    ])
 }
 
 /// The run, after checking the caller may read it (404 for runs of other teams).
