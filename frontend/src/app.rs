@@ -14,6 +14,7 @@ use crate::pages::environments::EnvironmentsPage;
 use crate::pages::login::LoginPage;
 use crate::pages::runs::RunsPage;
 use crate::pages::settings::SettingsPage;
+use crate::pages::spatial::{SpatialBenchPage, SpatialLivePage, SpatialSolvePage};
 
 /// Who is signed in, shared by every page through context.
 #[derive(Clone, Copy)]
@@ -102,6 +103,9 @@ fn Shell() -> impl IntoView {
                 <Route path=path!("/compare") view=ComparePage />
                 <Route path=path!("/environments") view=EnvironmentsPage />
                 <Route path=path!("/settings") view=SettingsPage />
+                <Route path=path!("/spatial") view=SpatialLivePage />
+                <Route path=path!("/spatial/solve") view=SpatialSolvePage />
+                <Route path=path!("/spatial/bench") view=SpatialBenchPage />
                 <Route path=path!("/login") view=LoginPage />
             </Routes>
         </main>
@@ -150,6 +154,7 @@ fn Nav() -> impl IntoView {
             </A>
             <A href="/runs">"Runs"</A>
             <A href="/environments">"Environments"</A>
+            <A href="/spatial">"Spatial"</A>
             <A href="/settings">"Settings"</A>
             <span class="spacer"></span>
             <LiveIndicator />

@@ -212,6 +212,8 @@ fn step_of(msg: &ServerMsg) -> Option<i64> {
         LiveEvent::Trainer(point) => Some(point.step),
         LiveEvent::Group(group) => Some(group.id),
         LiveEvent::Status(status) => Some(status.step),
+        // Scene events have no step; these tests publish none.
+        LiveEvent::Scene(_) => None,
     }
 }
 

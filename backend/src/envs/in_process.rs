@@ -62,18 +62,28 @@ pub fn spawn(
     let policy: Arc<dyn Policy> = Arc::new(EmbeddedPolicy::new(engine.clone()));
     let mut handles = Vec::new();
     for spec in specs {
-        let env = if spec.name == super::spatial::NAME {
-            // Its attempts are shown live on the scene the browser's viewer watches.
+        let env: Arc<dyn super::Environment> = if spec.name == super::spatial::NAME {
+            // Its attempts are shown live on the scene the browser's viewer watches, and a
+            // showcase loop keeps the model attempting tasks there while no trainer is attached.
             let (streamer, _player) = crate::spatial::SceneStreamer::spawn(
                 db.clone(),
                 crate::spatial::LIVE_SCENE.to_string(),
                 shutdown.clone(),
             );
             let env = super::spatial::SpatialEnv::new(&spec.options)
-                .with_context(|| format!("--env {}", spec.name))?;
-            Box::new(env.with_sink(streamer)) as Box<dyn super::Environment>
+                .with_context(|| format!("--env {}", spec.name))?
+                .with_sink(streamer);
+            let env = Arc::new(env);
+            handles.push(tokio::spawn(crate::spatial::showcase(
+                env.clone(),
+                policy.clone(),
+                shutdown.clone(),
+            )));
+            env
         } else {
-            build(&spec.name, &spec.options).with_context(|| format!("--env {}", spec.name))?
+            Arc::from(
+                build(&spec.name, &spec.options).with_context(|| format!("--env {}", spec.name))?,
+            )
         };
         let config = RunnerConfig {
             api_token: api_token.clone(),

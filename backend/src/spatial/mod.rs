@@ -28,6 +28,32 @@ pub use stream::SceneStreamer;
 
 /// The scene the in-process environment shows its attempts on.
 pub const LIVE_SCENE: &str = "live";
+/// The showcase's pause between two attempts.
+const SHOWCASE_PAUSE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Keeps the model attempting tasks on the live scene until shutdown, so that a new user watching
+/// `/spatial` sees attempts before any trainer is attached (the environment's runner only
+/// collects groups once a trainer has registered). One completion at a time, with a pause, so a
+/// trainer's rollouts are slowed little when one is attached.
+pub async fn showcase(
+    env: std::sync::Arc<crate::envs::spatial::SpatialEnv>,
+    policy: std::sync::Arc<dyn crate::policy::Policy>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            result = env.show_one(policy.as_ref()) => match result {
+                Ok(score) => tracing::debug!(score, "spatial showcase attempt"),
+                Err(e) => tracing::warn!(error = %e, "spatial showcase attempt failed"),
+            },
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(SHOWCASE_PAUSE) => {}
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        }
+    }
+}
 
 pub fn routes() -> Router<AppState> {
     Router::new()

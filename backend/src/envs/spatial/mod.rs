@@ -235,6 +235,28 @@ impl SpatialEnv {
         }
     }
 
+    /// One attempt at a fresh training task, only to be shown (nothing is scored for training):
+    /// what the live scene plays while no trainer asks for groups. Returns the attempt's score.
+    pub async fn show_one(&self, policy: &dyn Policy) -> Result<f32, EnvError> {
+        let task_ref = self.draw();
+        let task = generate::generate(task_ref.seed, task_ref.difficulty);
+        let request = self.request(&task, 1, self.config.temperature);
+        let rollout = policy
+            .complete(request)
+            .await?
+            .pop()
+            .ok_or_else(|| EnvError::Other("the policy returned no rollout".into()))?;
+        let (verdict, recording, shown) = judge(&task, &rollout.completion);
+        self.show(
+            &task,
+            format!("{} (showcase, no trainer attached)", policy.name()),
+            shown,
+            recording,
+            &verdict,
+        );
+        Ok(verdict.score)
+    }
+
     async fn collect_group(&self, item: Item, policy: &dyn Policy) -> Result<Collected, EnvError> {
         let task_ref: TaskRef =
             serde_json::from_value(item).map_err(|e| EnvError::InvalidItem(e.to_string()))?;

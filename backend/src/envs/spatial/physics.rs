@@ -69,6 +69,17 @@ impl World {
         Self::with_poses(objects, &starts)
     }
 
+    /// The objects at their start poses, never put to sleep (the benchmark measures every body
+    /// at every step, as PyBullet does with sleeping disabled).
+    pub fn new_awake(objects: &[ObjectSpec]) -> Self {
+        let mut world = Self::new(objects);
+        for body in &world.bodies {
+            *world.physics.bodies[body.handle].activation_mut() =
+                RigidBodyActivation::cannot_sleep();
+        }
+        world
+    }
+
     /// The task's objects at given poses (objects without one start where the spec says).
     pub fn with_poses(objects: &[ObjectSpec], poses: &[ObjectPose]) -> Self {
         let mut physics = PhysicsWorld::new();

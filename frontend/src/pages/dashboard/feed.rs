@@ -56,6 +56,8 @@ pub fn follow(
                     LiveEvent::Group(g) => h.push_group(g.clone()),
                     LiveEvent::Status(p) => h.push_status(*p),
                     LiveEvent::Trainer(t) => h.push_trainer(t.clone()),
+                    // Scenes have their own topic; a run's topic never carries them.
+                    LiveEvent::Scene(_) => {}
                 }
             }),
             Notice::Resync => load(run.clone(), runs, error),
