@@ -133,8 +133,14 @@ pub fn judge(task: &Task, answer: &str) -> (Verdict, Recording, String) {
         }
         Err(e) => {
             let start = task.start_poses();
+            // Nothing was done: every goal earns nothing, whatever the start happens to meet.
             let mut verdict = score(task, &start);
             verdict.score = 0.0;
+            for goal in &mut verdict.goals {
+                goal.credit = 0.0;
+                goal.satisfied = false;
+                goal.detail = "not judged: the answer has no readable actions".into();
+            }
             (
                 verdict,
                 Recording {

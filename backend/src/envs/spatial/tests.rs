@@ -66,6 +66,14 @@ async fn a_group_rewards_the_solution_over_nonsense_and_shows_every_attempt() {
         "{}",
         shown[1].attempt
     );
+    assert!(
+        shown[1]
+            .verdict
+            .goals
+            .iter()
+            .all(|g| g.credit == 0.0 && !g.satisfied),
+        "an unreadable answer earns nothing on any goal"
+    );
     assert_eq!(shown[0].task, task);
 }
 

@@ -34,7 +34,6 @@ fn GoalList(task: Task, verdict: Option<Verdict>) -> impl IntoView {
                 .then(|| format!(" (weight {})", goal.weight));
             view! {
                 <li class=class data-testid=format!("goal-text-{i}")>
-                    <strong>{format!("{}. ", i + 1)}</strong>
                     {describe_goal(&goal.constraint)}
                     {weight}
                     {judged.map(|g| view! {
