@@ -73,6 +73,7 @@ def main(scene_path, steps, solver_iterations):
                 "seconds": seconds,
                 "steps_per_second": steps / seconds,
                 "mean_final_height": sum(heights) / len(heights),
+                "below_ground": sum(1 for h in heights if h < 0),
             }
         )
     )

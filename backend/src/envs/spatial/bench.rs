@@ -59,6 +59,8 @@ pub struct BenchReport {
     pub steps_per_second: f64,
     /// The bodies' mean centre height at the end: both engines should end with a similar pile.
     pub mean_final_height: f64,
+    /// Bodies whose centre ended below the ground: 0 for a sound run (see scripts/bench-physics.sh).
+    pub below_ground: usize,
 }
 
 /// Steps the scene `steps` times at 60 Hz with no body ever put to sleep (building the world is
@@ -83,6 +85,7 @@ pub fn run(bodies: usize, steps: u32) -> BenchReport {
         seconds,
         steps_per_second: f64::from(steps) / seconds.max(f64::EPSILON),
         mean_final_height,
+        below_ground: poses.iter().filter(|p| p.pose.position[1] < 0.0).count(),
     }
 }
 
