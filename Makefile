@@ -13,7 +13,7 @@ endif
 LACHESIS_PG_PORT ?= 54329
 export LACHESIS_PG_PORT
 
-.PHONY: run test bench bench-generate bench-fanout tools frontend pg-start pg-stop
+.PHONY: run test bench bench-generate bench-fanout bench-physics bench-viewer tools frontend pg-start pg-stop
 
 run:
 	exec scripts/run.sh
@@ -33,6 +33,14 @@ bench-generate:
 # (BENCH_ARGS go to `lachesis bench fanout`).
 bench-fanout:
 	scripts/bench-fanout.sh $(BENCH_ARGS)
+
+# rapier3d against PyBullet (from PyPI, into .venv/pybullet) on the same 200-body scene.
+bench-physics:
+	scripts/bench-physics.sh
+
+# The spatial viewer's frame rate with 500 objects in headless Chromium.
+bench-viewer:
+	scripts/bench-viewer.sh
 
 # Trunk, wasm-bindgen-cli, the wasm32 target and npm's binaryen, each only when missing.
 tools:

@@ -16,6 +16,11 @@ if [[ -z ${LACHESIS_MODEL:-} && -z ${LACHESIS_NO_EMBEDDED_MODEL:-} ]]; then
     export LACHESIS_MODEL
 fi
 BIN=$(lachesis_target_dir)/release/lachesis
+# With a model, the spatial environment runs in the server: /spatial shows the model attempting
+# tasks live (LACHESIS_ENVS names other environments instead, `;`-separated).
+if [[ -z ${LACHESIS_ENVS:-} && -z ${LACHESIS_NO_EMBEDDED_MODEL:-} ]]; then
+    export LACHESIS_ENVS=spatial
+fi
 
 if [[ -z ${DATABASE_URL:-} ]]; then
     PG_PORT=${LACHESIS_PG_PORT:-54329}

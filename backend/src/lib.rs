@@ -16,4 +16,5 @@ pub mod live;
 pub mod metrics;
 pub mod policy;
 pub mod trainer;
+pub mod spatial;
 pub mod trajectory;

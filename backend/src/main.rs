@@ -38,10 +38,16 @@ enum Command {
     Chess {
         #[command(subcommand)]
         command: lachesis::chess::cli::ChessCommand,
+    },
     /// GRPO training: `demo` (a tiny model learns a toy task end to end) and `run`.
     Train {
         #[command(subcommand)]
         command: lachesis::trainer::cli::TrainCommand,
+    },
+    /// Spatial reasoning: solve generated tasks, show one, benchmark the physics.
+    Spatial {
+        #[command(subcommand)]
+        command: lachesis::spatial::cli::SpatialCommand,
     },
     /// Benchmarks.
     Bench {
@@ -109,6 +115,7 @@ fn main() -> anyhow::Result<()> {
                 Ok(())
             }
             Command::Train { command } => lachesis::trainer::cli::run(command).await,
+            Command::Spatial { command } => lachesis::spatial::cli::run(command),
             Command::Bench {
                 which:
                     BenchCommand::Codec {

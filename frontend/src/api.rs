@@ -241,3 +241,26 @@ pub fn export_url(run: &str, file: &str) -> String {
 pub async fn environments() -> ApiResult<Vec<Environment>> {
     get("/api/environments").await
 }
+
+// --- spatial ----------------------------------------------------------------------------------
+
+pub async fn spatial_task(difficulty: u8, seed: u64) -> ApiResult<lachesis_shared::spatial::Task> {
+    get(&format!("/api/spatial/tasks/{difficulty}/{seed}")).await
+}
+
+pub async fn spatial_attempt(
+    attempt: &lachesis_shared::spatial::HumanAttempt,
+) -> ApiResult<lachesis_shared::spatial::AttemptResult> {
+    post("/api/spatial/attempts", attempt).await
+}
+
+/// The scene's latest state; `Ok(None)` while nothing has been shown on it yet.
+pub async fn spatial_scene(
+    scene: &str,
+) -> ApiResult<Option<lachesis_shared::spatial::SceneSnapshot>> {
+    match get(&format!("/api/spatial/scenes/{}", encode(scene))).await {
+        Ok(snapshot) => Ok(Some(snapshot)),
+        Err(ApiError::Status { status: 404, .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}

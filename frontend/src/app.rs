@@ -15,6 +15,7 @@ use crate::pages::environments::EnvironmentsPage;
 use crate::pages::login::LoginPage;
 use crate::pages::runs::RunsPage;
 use crate::pages::settings::SettingsPage;
+use crate::pages::spatial::{SpatialBenchPage, SpatialLivePage, SpatialSolvePage};
 
 /// Who is signed in, shared by every page through context.
 #[derive(Clone, Copy)]
@@ -105,6 +106,9 @@ fn Shell() -> impl IntoView {
                 <Route path=path!("/chess") view=ChessPage />
                 <Route path=path!("/chess/:game") view=GamePage />
                 <Route path=path!("/settings") view=SettingsPage />
+                <Route path=path!("/spatial") view=SpatialLivePage />
+                <Route path=path!("/spatial/solve") view=SpatialSolvePage />
+                <Route path=path!("/spatial/bench") view=SpatialBenchPage />
                 <Route path=path!("/login") view=LoginPage />
             </Routes>
         </main>
@@ -154,6 +158,7 @@ fn Nav() -> impl IntoView {
             <A href="/runs">"Runs"</A>
             <A href="/environments">"Environments"</A>
             <A href="/chess">"Chess"</A>
+            <A href="/spatial">"Spatial"</A>
             <A href="/settings">"Settings"</A>
             <span class="spacer"></span>
             <LiveIndicator />

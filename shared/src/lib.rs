@@ -8,4 +8,6 @@ pub mod chess;
 pub mod error;
 pub mod live;
 pub mod runs;
+#[cfg(feature = "spatial")]
+pub mod spatial;
 pub mod status;

@@ -135,12 +135,21 @@ pub enum LiveEvent {
     ChessMove(Box<ChessMoveEvent>),
     /// A chess game ended or was reviewed (state).
     ChessGame(ChessGameEvent),
+    /// A spatial scene changed (state: a snapshot or a delta; a reader that misses one sees a
+    /// sequence gap and reloads the snapshot over HTTP).
+    #[cfg(feature = "spatial")]
+    Scene(Box<crate::spatial::SceneEvent>),
 }
 
 impl LiveEvent {
     /// State events replace an undelivered predecessor on the same topic instead of queueing.
     pub fn is_state(&self) -> bool {
-        matches!(self, LiveEvent::Status(_) | LiveEvent::ChessGame(_))
+        match self {
+            LiveEvent::Status(_) | LiveEvent::ChessGame(_) => true,
+            #[cfg(feature = "spatial")]
+            LiveEvent::Scene(_) => true,
+            _ => false,
+        }
     }
 }
 

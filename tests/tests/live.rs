@@ -213,6 +213,8 @@ fn step_of(msg: &ServerMsg) -> Option<i64> {
         LiveEvent::Group(group) => Some(group.id),
         LiveEvent::Status(status) => Some(status.step),
         LiveEvent::ChessMove(_) | LiveEvent::ChessGame(_) => None,
+        // Scene events have no step; these tests publish none.
+        LiveEvent::Scene(_) => None,
     }
 }
 

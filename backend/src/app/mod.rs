@@ -127,6 +127,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::auth::routes::routes())
         .merge(crate::dashboard::routes())
         .merge(crate::chess::routes::routes())
+        .merge(crate::spatial::routes())
         .fallback(root::static_file)
         .layer(compression)
         .with_state(state)
@@ -265,6 +266,7 @@ impl Server {
             &format!("http://{}", self.local_addr()),
             self.api_token.clone(),
             self.state.engine.as_ref(),
+            &self.state.db,
             &envs_stopped,
         )?;
         let service = self

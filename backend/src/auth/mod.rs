@@ -286,10 +286,11 @@ impl Viewer {
                 Err(AppError::Database(e)) => Err(e),
                 Err(_) => Ok(false),
             },
-            // The marketplace feed is public; a game, to whoever may play it. Scenes define
-            // their access in the issue that adds them; until then only full-rights callers.
+            // The marketplace feed is public; spatial scenes (generated tasks and the model's
+            // attempts at them) are for anyone signed in; a game, to whoever may play it.
             None => match topic {
                 Topic::Marketplace => Ok(true),
+                Topic::Scene { .. } => Ok(!matches!(self, Viewer::Anonymous)),
                 Topic::Game { game } => crate::chess::can_watch(self, state, game).await,
                 _ => Ok(self.is_full_rights()),
             },

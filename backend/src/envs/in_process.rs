@@ -50,6 +50,7 @@ pub fn spawn(
     api: &str,
     api_token: Option<String>,
     engine: Option<&Engine>,
+    db: &sqlx::PgPool,
     shutdown: &watch::Receiver<bool>,
 ) -> anyhow::Result<Vec<JoinHandle<()>>> {
     if specs.is_empty() {
@@ -61,8 +62,29 @@ pub fn spawn(
     let policy: Arc<dyn Policy> = Arc::new(EmbeddedPolicy::new(engine.clone()));
     let mut handles = Vec::new();
     for spec in specs {
-        let env =
-            build(&spec.name, &spec.options).with_context(|| format!("--env {}", spec.name))?;
+        let env: Arc<dyn super::Environment> = if spec.name == super::spatial::NAME {
+            // Its attempts are shown live on the scene the browser's viewer watches, and a
+            // showcase loop keeps the model attempting tasks there while no trainer is attached.
+            let (streamer, _player) = crate::spatial::SceneStreamer::spawn(
+                db.clone(),
+                crate::spatial::LIVE_SCENE.to_string(),
+                shutdown.clone(),
+            );
+            let env = super::spatial::SpatialEnv::new(&spec.options)
+                .with_context(|| format!("--env {}", spec.name))?
+                .with_sink(streamer);
+            let env = Arc::new(env);
+            handles.push(tokio::spawn(crate::spatial::showcase(
+                env.clone(),
+                policy.clone(),
+                shutdown.clone(),
+            )));
+            env
+        } else {
+            Arc::from(
+                build(&spec.name, &spec.options).with_context(|| format!("--env {}", spec.name))?,
+            )
+        };
         let config = RunnerConfig {
             api_token: api_token.clone(),
             // Until the server stops, whatever the trainer's step count.

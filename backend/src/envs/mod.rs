@@ -17,6 +17,7 @@ pub mod in_process;
 pub mod pacing;
 pub mod process;
 pub mod runner;
+pub mod spatial;
 
 use std::collections::BTreeMap;
 
@@ -33,7 +34,7 @@ use crate::policy::{Policy, PolicyError, Rollout};
 pub type Item = Value;
 
 /// The built-in environments `build` knows, for `lachesis env list` and error messages.
-pub const BUILTIN: &[&str] = &[arithmetic::NAME, chess_player::NAME];
+pub const BUILTIN: &[&str] = &[arithmetic::NAME, chess_player::NAME, spatial::NAME];
 
 /// An environment's fixed settings (atroposlib's `BaseEnvConfig`, the parts that shape groups).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -208,6 +209,7 @@ pub fn build(name: &str, options: &EnvOptions) -> Result<Box<dyn Environment>, E
     match name {
         arithmetic::NAME => Ok(Box::new(arithmetic::ArithmeticEnv::new(options)?)),
         chess_player::NAME => Ok(Box::new(chess_player::ChessPlayerEnv::new(options)?)),
+        spatial::NAME => Ok(Box::new(spatial::SpatialEnv::new(options)?)),
         _ => Err(EnvError::UnknownEnv {
             name: name.to_string(),
         }),

@@ -6,3 +6,4 @@ pub mod environments;
 pub mod login;
 pub mod runs;
 pub mod settings;
+pub mod spatial;
