@@ -56,8 +56,6 @@ async fn environments() -> Json<Vec<EnvironmentInfo>> {
             name: crate::envs::chess_player::NAME,
             description: "DeepSacrifice positions: the model names a move (SAN or UCI); the engine \
                       judge scores attack and sound sacrifices in [0, 1]; -1 for no legal move.",
-            description: "Seeded integer problems (+, -, x) with a verifiable answer; reward 1 \
-                          when exact, a small bonus for a well-formed wrong answer.",
         },
         EnvironmentInfo {
             name: crate::envs::spatial::NAME,

@@ -166,6 +166,8 @@ async fn api_base(
         auth: false,
         model: None,
         envs: Vec::new(),
+        chess_judge: Default::default(),
+        chess_uses_ratings: true,
     };
     let server = crate::app::Server::build(&config).await?;
     let base = format!("http://{}", server.local_addr());
