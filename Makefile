@@ -13,7 +13,7 @@ endif
 LACHESIS_PG_PORT ?= 54329
 export LACHESIS_PG_PORT
 
-.PHONY: run test bench bench-generate bench-fanout bench-physics bench-viewer tools frontend pg-start pg-stop
+.PHONY: run test bench bench-generate bench-fanout bench-physics bench-viewer bench-ledger tools frontend pg-start pg-stop
 
 run:
 	exec scripts/run.sh
@@ -37,6 +37,10 @@ bench-fanout:
 # rapier3d against PyBullet (from PyPI, into .venv/pybullet) on the same 200-body scene.
 bench-physics:
 	scripts/bench-physics.sh
+
+# Ledger payments/s with 200 concurrent payers (fsync on), the one-budget race, a reconcile.
+bench-ledger:
+	scripts/bench-ledger.sh $(BENCH_ARGS)
 
 # The spatial viewer's frame rate with 500 objects in headless Chromium.
 bench-viewer:

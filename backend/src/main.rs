@@ -49,6 +49,11 @@ enum Command {
         #[command(subcommand)]
         command: lachesis::spatial::cli::SpatialCommand,
     },
+    /// The USDC ledger: reconcile, balances, deposits.
+    Ledger {
+        #[command(subcommand)]
+        command: lachesis::ledger::cli::LedgerCommand,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -66,6 +71,8 @@ enum BenchCommand {
     Fanout(lachesis::bench::fanout::FanoutBenchArgs),
     /// The chess agent's time to answer a move at its default depth.
     Chess(lachesis::chess::cli::MoveLatencyArgs),
+    /// Ledger payments/s with many concurrent payers, then a reconcile.
+    Ledger(lachesis::ledger::bench::LedgerBenchArgs),
     /// Training tokens/s of GRPO steps on a llama of given shape (`scripts/bench-train.sh` runs
     /// PyTorch beside it).
     Train(lachesis::trainer::bench::TrainBenchArgs),
@@ -108,6 +115,37 @@ fn main() -> anyhow::Result<()> {
             }
             Command::Env { command } => lachesis::envs::cli::run(command).await,
             Command::Chess { command } => lachesis::chess::cli::run(command),
+            Command::Ledger { command } => {
+                if lachesis::ledger::cli::run(command).await? {
+                    Ok(())
+                } else {
+                    std::process::exit(1)
+                }
+            }
+            Command::Bench {
+                which: BenchCommand::Ledger(args),
+            } => {
+                let r = lachesis::ledger::bench::run(&args).await?;
+                println!(
+                    "ledger: {} payers x {} payments{}: {} paid, {} refused for funds in {:.2} s = \
+                     {:.0} payments/s; spent {} of {} USDC funded; reconcile: {} violations",
+                    args.payers,
+                    args.payments,
+                    if args.shared_budget {
+                        " from one budget"
+                    } else {
+                        ""
+                    },
+                    r.paid,
+                    r.refused,
+                    r.seconds,
+                    r.payments_per_second(),
+                    r.spent,
+                    r.funded,
+                    r.violations
+                );
+                Ok(())
+            }
             Command::Bench {
                 which: BenchCommand::Chess(args),
             } => {

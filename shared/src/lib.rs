@@ -6,6 +6,7 @@ pub mod accounts;
 pub mod atropos;
 pub mod chess;
 pub mod error;
+pub mod ledger;
 pub mod live;
 pub mod runs;
 #[cfg(feature = "spatial")]

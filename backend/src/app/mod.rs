@@ -45,11 +45,14 @@ pub struct AppState {
     pub activity: Arc<crate::dashboard::Activity>,
     /// Who judges chess games and whether ratings count.
     pub chess: Arc<crate::chess::ChessSettings>,
+    /// The USDC ledger; in a served process its holds carry this process's owner key.
+    pub ledger: crate::ledger::Ledger,
 }
 
 impl AppState {
     pub fn new(db: PgPool, config: &ServeConfig) -> Self {
         Self {
+            ledger: crate::ledger::Ledger::new(db.clone()),
             db,
             metrics: Arc::new(Metrics::default()),
             body_limit: config.body_limit_bytes,
@@ -199,12 +202,24 @@ impl Server {
     pub async fn build(config: &ServeConfig) -> anyhow::Result<Self> {
         let db = crate::db::connect(&config.database_url, config.db_max_connections).await?;
         crate::db::migrate(&db).await?;
+        // A crash may have left payments between hold and capture: nothing was charged for them
+        // yet, so they are released before anything can pay again.
+        let ledger = crate::ledger::Ledger::with_owner(db.clone()).await?;
+        let recovery = ledger.recover().await?;
+        if recovery.released > 0 || !recovery.awaiting_chain.is_empty() {
+            tracing::info!(
+                released = recovery.released,
+                awaiting_chain = recovery.awaiting_chain.len(),
+                "ledger holds left open by a previous run resolved"
+            );
+        }
         let listener = TcpListener::bind((config.host.as_str(), config.port))
             .await
             .map_err(|e| {
                 anyhow::anyhow!("cannot listen on {}:{}: {e}", config.host, config.port)
             })?;
         let mut state = AppState::new(db, config);
+        state.ledger = ledger;
         // Listening before serving: an event published once `build` returns is delivered.
         let live_bridge = crate::live::Bridge::listen(&state.db, state.live.clone()).await?;
         if config.auth && config.api_token.is_none() && !config.envs.is_empty() {
