@@ -14,6 +14,7 @@ pub mod envs;
 pub mod inference;
 pub mod ledger;
 pub mod live;
+pub mod marketplace;
 pub mod metrics;
 pub mod policy;
 pub mod spatial;
