@@ -4,6 +4,7 @@
 
 pub mod accounts;
 pub mod atropos;
+pub mod cats;
 pub mod chess;
 pub mod error;
 pub mod ledger;

@@ -9,6 +9,7 @@
 //! several `collect` calls in flight on one environment at once.
 
 pub mod arithmetic;
+pub mod cat_caretaker;
 pub mod chess_player;
 pub mod cli;
 pub mod client;
