@@ -9,6 +9,7 @@ pub mod chess;
 pub mod error;
 pub mod ledger;
 pub mod live;
+pub mod marketplace;
 pub mod runs;
 #[cfg(feature = "spatial")]
 pub mod spatial;

@@ -131,6 +131,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::dashboard::routes())
         .merge(crate::chess::routes::routes())
         .merge(crate::spatial::routes())
+        .merge(crate::marketplace::routes::routes())
         .fallback(root::static_file)
         .layer(compression)
         .with_state(state)
@@ -205,6 +206,7 @@ impl Server {
         // A crash may have left payments between hold and capture: nothing was charged for them
         // yet, so they are released before anything can pay again.
         let ledger = crate::ledger::Ledger::with_owner(db.clone()).await?;
+        crate::marketplace::cards::seed(&db).await?;
         let recovery = ledger.recover().await?;
         if recovery.released > 0 || !recovery.awaiting_chain.is_empty() {
             tracing::info!(

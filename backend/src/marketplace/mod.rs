@@ -1,5 +1,7 @@
 //! The judge marketplace: agent cards that score answers for a price, how an agent chooses among
 //! them, and how a judge's verdict is read.
 
+pub mod cards;
+pub mod routes;
 pub mod selection;
 pub mod verdict;

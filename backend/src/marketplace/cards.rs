@@ -1,0 +1,338 @@
+//! Agent cards in Postgres: the platform's own, listed at start; teams' cards; statistics.
+
+use lachesis_shared::cats::CareCategory;
+use lachesis_shared::ledger::{AccountKind, MicroUsdc};
+use lachesis_shared::marketplace::{AgentCard, CardStats, JudgeBackend, NewCard, UpdateCard};
+use sqlx::{PgPool, Row};
+
+use crate::auth::AppError;
+use crate::ledger::{Ledger, LedgerError};
+
+/// One of the platform's cards.
+struct BuiltinCard {
+    slug: &'static str,
+    name: &'static str,
+    description: &'static str,
+    specialties: &'static [&'static str],
+    price: i64,
+    judge: fn() -> JudgeBackend,
+}
+
+const JUDGE_PROMPT: &str = "You judge a caretaker's reply to a cat. Read the behaviors the cat \
+    showed, decide what the cat needs, and judge whether the reply meets that need with concrete \
+    actions. Think briefly, then end with \\boxed{score}, a number from 0 to 1.";
+
+/// Six specialties, prices from 0.001 to 0.02 USDC. The rubric cards need no LLM; the two model
+/// cards judge with the embedded model.
+const BUILTIN: &[BuiltinCard] = &[
+    BuiltinCard {
+        slug: "panel-chair",
+        name: "Panel Chair",
+        description: "Reads every need closely against the full care rubric. The most reliable \
+                      card, and the dearest rubric.",
+        specialties: &["nutrition", "health", "comfort", "safety", "enrichment"],
+        price: 12_000,
+        judge: || JudgeBackend::Rubric { lens: None },
+    },
+    BuiltinCard {
+        slug: "feline-vet",
+        name: "Feline Vet",
+        description: "Health first: grooming, dental care, check-ups, illness. Rough on anything \
+                      else.",
+        specialties: &["health"],
+        price: 6_000,
+        judge: || JudgeBackend::Rubric {
+            lens: Some(CareCategory::Health),
+        },
+    },
+    BuiltinCard {
+        slug: "nutritionist",
+        name: "Cat Nutritionist",
+        description: "Food, water, treats and special diets.",
+        specialties: &["nutrition"],
+        price: 4_000,
+        judge: || JudgeBackend::Rubric {
+            lens: Some(CareCategory::Nutrition),
+        },
+    },
+    BuiltinCard {
+        slug: "safety-inspector",
+        name: "Safety Inspector",
+        description: "Hazards, toxic plants, escapes, a secure territory.",
+        specialties: &["safety"],
+        price: 3_000,
+        judge: || JudgeBackend::Rubric {
+            lens: Some(CareCategory::Safety),
+        },
+    },
+    BuiltinCard {
+        slug: "play-therapist",
+        name: "Play Therapist",
+        description: "Play, stimulation, scratching, company; comfort as a second subject.",
+        specialties: &["enrichment", "comfort"],
+        price: 2_000,
+        judge: || JudgeBackend::Rubric {
+            lens: Some(CareCategory::Enrichment),
+        },
+    },
+    BuiltinCard {
+        slug: "llm-generalist",
+        name: "LLM Generalist",
+        description: "The embedded language model, asked for a score with a short reason.",
+        specialties: &["clarity", "reasoning"],
+        price: 1_000,
+        judge: || JudgeBackend::Embedded {
+            system_prompt: JUDGE_PROMPT.to_string(),
+        },
+    },
+    BuiltinCard {
+        slug: "llm-rigorous",
+        name: "LLM Rigorous Reviewer",
+        description: "The embedded model with strict standards: concrete, safe, complete actions \
+                      only.",
+        specialties: &["reasoning", "safety"],
+        price: 20_000,
+        judge: || JudgeBackend::Embedded {
+            system_prompt: format!(
+                "{JUDGE_PROMPT} Be strict: vague or unsafe advice scores below 0.3."
+            ),
+        },
+    },
+];
+
+/// Lists the platform's cards that are missing (idempotent; prices set later by an admin stay).
+pub async fn seed(db: &PgPool) -> Result<(), LedgerError> {
+    let ledger = Ledger::new(db.clone());
+    for card in BUILTIN {
+        let account = ledger
+            .account(
+                &format!("card/{}", card.slug),
+                AccountKind::CardOwner,
+                None,
+                None,
+            )
+            .await?;
+        let judge = serde_json::to_value((card.judge)())
+            .map_err(|e| LedgerError::InvalidAccount(e.to_string()))?;
+        sqlx::query(
+            "INSERT INTO agent_cards (slug, name, description, specialties, price, account_id, judge)
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (slug) DO NOTHING",
+        )
+        .bind(card.slug)
+        .bind(card.name)
+        .bind(card.description)
+        .bind(card.specialties)
+        .bind(card.price)
+        .bind(account.0)
+        .bind(judge)
+        .execute(db)
+        .await?;
+    }
+    Ok(())
+}
+
+const CARD_QUERY: &str = "
+    SELECT c.id, c.slug, c.name, c.description, c.specialties, c.price, t.name AS team,
+           c.owner_team, c.owner_wallet, c.judge, c.listed,
+           count(e.id) AS evaluations, avg(e.score) AS mean_score,
+           1 - avg(abs(e.score - e.consensus)) AS agreement,
+           avg(e.score - e.consensus) AS bias,
+           coalesce(sum(e.price), 0)::BIGINT AS spent,
+           sum(1 - abs(e.score - e.consensus)) AS useful
+    FROM agent_cards c
+    LEFT JOIN teams t ON t.id = c.owner_team
+    LEFT JOIN card_evaluations e ON e.card_id = c.id";
+
+fn card_from_row(row: &sqlx::postgres::PgRow) -> Result<(i64, Option<i64>, AgentCard), AppError> {
+    let judge: serde_json::Value = row.try_get("judge")?;
+    let judge: JudgeBackend = serde_json::from_value(judge)
+        .map_err(|e| AppError::Internal(format!("stored judge does not parse: {e}")))?;
+    let spent: i64 = row.try_get("spent")?;
+    let useful: Option<f64> = row.try_get("useful")?;
+    let cost_per_useful = useful
+        .filter(|u| *u > 0.0)
+        .map(|u| MicroUsdc((spent as f64 / u).round() as i64));
+    let card = AgentCard {
+        slug: row.try_get("slug")?,
+        name: row.try_get("name")?,
+        description: row.try_get("description")?,
+        specialties: row.try_get("specialties")?,
+        price: MicroUsdc(row.try_get("price")?),
+        owner_team: row.try_get("team")?,
+        owner_wallet: row.try_get("owner_wallet")?,
+        judge,
+        listed: row.try_get("listed")?,
+        stats: CardStats {
+            evaluations: row.try_get("evaluations")?,
+            mean_score: row.try_get("mean_score")?,
+            agreement: row.try_get("agreement")?,
+            bias: row.try_get("bias")?,
+            cost_per_useful,
+            earned: MicroUsdc(spent),
+        },
+    };
+    Ok((row.try_get("id")?, row.try_get("owner_team")?, card))
+}
+
+/// Every card (unlisted ones only with `include_unlisted`), cheapest first.
+pub async fn list(db: &PgPool, include_unlisted: bool) -> Result<Vec<AgentCard>, AppError> {
+    let rows = sqlx::query(&format!(
+        "{CARD_QUERY} WHERE c.listed OR $1 GROUP BY c.id, t.name ORDER BY c.price, c.slug"
+    ))
+    .bind(include_unlisted)
+    .fetch_all(db)
+    .await?;
+    rows.iter().map(|row| Ok(card_from_row(row)?.2)).collect()
+}
+
+/// One card with its id and owning team.
+pub async fn find(db: &PgPool, slug: &str) -> Result<(i64, Option<i64>, AgentCard), AppError> {
+    let row = sqlx::query(&format!(
+        "{CARD_QUERY} WHERE c.slug = $1 GROUP BY c.id, t.name"
+    ))
+    .bind(slug)
+    .fetch_optional(db)
+    .await?
+    .ok_or(AppError::NotFound("card"))?;
+    card_from_row(&row)
+}
+
+/// Checks what Postgres would refuse anyway, to answer with a readable reason.
+fn validate(slug: &str, price: Option<MicroUsdc>, wallet: Option<&str>) -> Result<(), AppError> {
+    let slug_ok = (2..=48).contains(&slug.len())
+        && slug
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !slug.starts_with('-');
+    if !slug_ok {
+        return Err(AppError::Invalid(
+            "a card's slug is 2-48 characters of a-z, 0-9 and '-'".into(),
+        ));
+    }
+    if let Some(price) = price
+        && (price.0 <= 0 || price.0 > 100_000_000)
+    {
+        return Err(AppError::Invalid(
+            "a price is more than 0 and at most 100 USDC (100000000 micro-USDC)".into(),
+        ));
+    }
+    if let Some(wallet) = wallet {
+        let hex = wallet.strip_prefix("0x").unwrap_or("");
+        if hex.len() != 40 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(AppError::Invalid("a wallet is 0x and 40 hex digits".into()));
+        }
+    }
+    Ok(())
+}
+
+/// Lists a team's new card, paid into a new card_owner account.
+pub async fn create(db: &PgPool, team: i64, card: &NewCard) -> Result<AgentCard, AppError> {
+    validate(&card.slug, Some(card.price), card.owner_wallet.as_deref())?;
+    if card.name.trim().is_empty() || card.name.len() > 80 || card.description.len() > 1000 {
+        return Err(AppError::Invalid(
+            "a name is 1-80 characters, a description at most 1000".into(),
+        ));
+    }
+    if card.specialties.is_empty() || card.specialties.len() > 8 {
+        return Err(AppError::Invalid("a card has 1 to 8 specialties".into()));
+    }
+    let judge = serde_json::to_value(&card.judge).map_err(|e| AppError::Internal(e.to_string()))?;
+    let wallet = card.owner_wallet.as_deref().map(str::to_ascii_lowercase);
+    let mut tx = db.begin().await?;
+    let account: i64 = sqlx::query_scalar(
+        "INSERT INTO ledger_accounts (name, kind, team_id, wallet) VALUES ($1, 'card_owner', $2, $3)
+         ON CONFLICT (name) DO NOTHING RETURNING id",
+    )
+    .bind(format!("card/{}", card.slug))
+    .bind(team)
+    .bind(&wallet)
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or_else(|| AppError::Conflict(format!("a card {:?} exists", card.slug)))?;
+    let inserted = sqlx::query(
+        "INSERT INTO agent_cards
+             (slug, name, description, specialties, price, owner_team, owner_wallet, account_id, judge)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (slug) DO NOTHING",
+    )
+    .bind(&card.slug)
+    .bind(card.name.trim())
+    .bind(&card.description)
+    .bind(&card.specialties)
+    .bind(card.price.0)
+    .bind(team)
+    .bind(&wallet)
+    .bind(account)
+    .bind(judge)
+    .execute(&mut *tx)
+    .await?;
+    if inserted.rows_affected() == 0 {
+        return Err(AppError::Conflict(format!("a card {:?} exists", card.slug)));
+    }
+    tx.commit().await?;
+    Ok(find(db, &card.slug).await?.2)
+}
+
+/// Reprices or (un)lists a card.
+pub async fn update(db: &PgPool, slug: &str, change: &UpdateCard) -> Result<AgentCard, AppError> {
+    validate(slug, change.price, None)?;
+    sqlx::query(
+        "UPDATE agent_cards SET price = coalesce($2, price), listed = coalesce($3, listed),
+                updated_at = now()
+         WHERE slug = $1",
+    )
+    .bind(slug)
+    .bind(change.price.map(|p| p.0))
+    .bind(change.listed)
+    .execute(db)
+    .await?;
+    Ok(find(db, slug).await?.2)
+}
+
+/// Records one judge's score of one answer (`consensus` once the panel's mean is known).
+pub async fn record_evaluation(
+    db: &PgPool,
+    card_id: i64,
+    run: &str,
+    score: f64,
+    consensus: Option<f64>,
+    price: MicroUsdc,
+    paid_tx: Option<i64>,
+) -> Result<(), AppError> {
+    sqlx::query(
+        "INSERT INTO card_evaluations (card_id, run, score, consensus, price, paid_tx)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(card_id)
+    .bind(run)
+    .bind(score)
+    .bind(consensus)
+    .bind(price.0)
+    .bind(paid_tx)
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builtin_cards_span_specialties_and_prices() {
+        assert!(BUILTIN.len() >= 6);
+        let mut prices: Vec<i64> = BUILTIN.iter().map(|c| c.price).collect();
+        prices.sort_unstable();
+        prices.dedup();
+        assert_eq!(prices.len(), BUILTIN.len(), "every card has its own price");
+        let mut specialties: Vec<&str> = BUILTIN
+            .iter()
+            .flat_map(|c| c.specialties.iter().copied())
+            .collect();
+        specialties.sort_unstable();
+        specialties.dedup();
+        assert!(specialties.len() >= 6, "{specialties:?}");
+        for card in BUILTIN {
+            validate(card.slug, Some(MicroUsdc(card.price)), None).unwrap();
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! The judge marketplace over HTTP with accounts on: the platform's cards are listed to anyone with
+//! their live statistics; a team lists its own card; only that team's owners reprice or unlist it;
+//! bad listings are typed errors that change nothing.
+
+use lachesis_shared::ledger::MicroUsdc;
+use lachesis_shared::marketplace::AgentCard;
+use lachesis_tests::{TestApp, config_for, fresh_database};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+/// A signed-in browser's cookie and CSRF token.
+async fn sign_up(app: &TestApp, path: &str, user: &str, team: &str) -> (String, String) {
+    let response = app
+        .client
+        .post(app.url(path))
+        .json(&json!({"username": user, "password": "a long enough password", "team": team}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let cookie = response.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let me: Value = response.json().await.unwrap();
+    (cookie, me["csrf_token"].as_str().unwrap().to_string())
+}
+
+async fn call(
+    app: &TestApp,
+    who: Option<&(String, String)>,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut request = app.client.request(method, app.url(path));
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    if let Some((cookie, csrf)) = who {
+        request = request
+            .header("cookie", cookie)
+            .header("x-csrf-token", csrf);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+fn new_card(slug: &str, team: &str, price: i64) -> Value {
+    json!({
+        "slug": slug,
+        "name": "Whisker Whisperer",
+        "description": "Reads the tail and the ears.",
+        "specialties": ["comfort"],
+        "price": price,
+        "team": team,
+        "owner_wallet": "0x00000000000000000000000000000000000000AB",
+        "judge": {"kind": "rubric", "lens": "Comfort"},
+    })
+}
+
+async fn card(app: &TestApp, slug: &str) -> AgentCard {
+    let (status, body) = call(
+        app,
+        None,
+        Method::GET,
+        &format!("/api/marketplace/cards/{slug}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    serde_json::from_value(body).expect("an AgentCard")
+}
+
+#[tokio::test]
+async fn cards_are_public_and_only_their_owners_change_them() {
+    let mut config = config_for(&fresh_database().await);
+    config.auth = true;
+    let app = TestApp::spawn_with(config).await;
+
+    // Anyone sees the platform's cards: at least six, each at its own price, many specialties.
+    let (status, listed) = call(&app, None, Method::GET, "/api/marketplace/cards", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let cards: Vec<AgentCard> = serde_json::from_value(listed).unwrap();
+    assert!(cards.len() >= 6, "{} cards", cards.len());
+    let mut prices: Vec<i64> = cards.iter().map(|c| c.price.0).collect();
+    prices.dedup();
+    assert_eq!(
+        prices.len(),
+        cards.len(),
+        "listed cheapest first, no two at one price"
+    );
+    let mut specialties: Vec<&String> = cards.iter().flat_map(|c| &c.specialties).collect();
+    specialties.sort();
+    specialties.dedup();
+    assert!(specialties.len() >= 6, "{specialties:?}");
+    assert!(
+        cards
+            .iter()
+            .all(|c| c.owner_team.is_none() && c.stats.evaluations == 0)
+    );
+
+    let ada = sign_up(&app, "/api/auth/setup", "ada", "cats-inc").await;
+    let bob = sign_up(&app, "/api/auth/register", "bob", "dogs-inc").await;
+
+    // Listing needs a signed-in owner of the team named.
+    let body = new_card("whisker", "cats-inc", 2_500);
+    let (status, _) = call(
+        &app,
+        None,
+        Method::POST,
+        "/api/marketplace/cards",
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _) = call(
+        &app,
+        Some(&bob),
+        Method::POST,
+        "/api/marketplace/cards",
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "bob is not in cats-inc");
+    let (status, created) = call(
+        &app,
+        Some(&ada),
+        Method::POST,
+        "/api/marketplace/cards",
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+    let created: AgentCard = serde_json::from_value(created).unwrap();
+    assert_eq!(created.owner_team.as_deref(), Some("cats-inc"));
+    assert_eq!(
+        created.owner_wallet.as_deref(),
+        Some("0x00000000000000000000000000000000000000ab")
+    );
+    assert_eq!(created.price, MicroUsdc(2_500));
+    let (status, _) = call(
+        &app,
+        Some(&ada),
+        Method::POST,
+        "/api/marketplace/cards",
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+
+    // Bad listings are typed errors.
+    for (field, value) in [
+        ("price", json!(0)),
+        ("price", json!(100_000_001)),
+        ("slug", json!("Bad Slug")),
+        ("owner_wallet", json!("0x12")),
+        ("specialties", json!([])),
+    ] {
+        let mut bad = new_card("another", "cats-inc", 1_000);
+        bad[field] = value;
+        let (status, body) = call(
+            &app,
+            Some(&ada),
+            Method::POST,
+            "/api/marketplace/cards",
+            Some(bad),
+        )
+        .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{field}: {body}");
+        assert!(body["detail"].is_string(), "{body}");
+    }
+    let mut unknown_judge = new_card("another", "cats-inc", 1_000);
+    unknown_judge["judge"] = json!({"kind": "oracle"});
+    let (status, _) = call(
+        &app,
+        Some(&ada),
+        Method::POST,
+        "/api/marketplace/cards",
+        Some(unknown_judge),
+    )
+    .await;
+    assert!(status.is_client_error());
+    let (status, _) = call(
+        &app,
+        None,
+        Method::GET,
+        "/api/marketplace/cards/another",
+        None,
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "nothing was listed by the bad requests"
+    );
+
+    // Only the owning team reprices; the platform's cards only the admin.
+    let patch = "/api/marketplace/cards/whisker";
+    let (status, _) = call(
+        &app,
+        Some(&bob),
+        Method::PATCH,
+        patch,
+        Some(json!({"price": 1})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _) = call(&app, None, Method::PATCH, patch, Some(json!({"price": 1}))).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _) = call(
+        &app,
+        Some(&ada),
+        Method::PATCH,
+        patch,
+        Some(json!({"price": -5})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        card(&app, "whisker").await.price,
+        MicroUsdc(2_500),
+        "unchanged by refusals"
+    );
+    let (status, body) = call(
+        &app,
+        Some(&ada),
+        Method::PATCH,
+        patch,
+        Some(json!({"price": 1_750, "listed": false})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let repriced = card(&app, "whisker").await;
+    assert_eq!((repriced.price, repriced.listed), (MicroUsdc(1_750), false));
+    let (_, listed) = call(&app, None, Method::GET, "/api/marketplace/cards", None).await;
+    assert!(
+        !listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["slug"] == "whisker"),
+        "unlisted"
+    );
+    let (status, _) = call(
+        &app,
+        Some(&ada),
+        Method::PATCH,
+        "/api/marketplace/cards/panel-chair",
+        Some(json!({"price": 1})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+
+    // Statistics follow the evaluations recorded.
+    let db = sqlx::PgPool::connect(&app.database_url).await.unwrap();
+    let (id,): (i64,) = sqlx::query_as("SELECT id FROM agent_cards WHERE slug = 'nutritionist'")
+        .fetch_one(&db)
+        .await
+        .unwrap();
+    for (score, consensus) in [(0.9, 0.7), (0.4, 0.6), (1.0, 1.0)] {
+        lachesis::marketplace::cards::record_evaluation(
+            &db,
+            id,
+            "run-1",
+            score,
+            Some(consensus),
+            MicroUsdc(4_000),
+            None,
+        )
+        .await
+        .unwrap();
+    }
+    let stats = card(&app, "nutritionist").await.stats;
+    assert_eq!(stats.evaluations, 3);
+    assert!((stats.mean_score.unwrap() - 2.3 / 3.0).abs() < 1e-9);
+    // |0.2| + |0.2| + 0 over 3: agreement 1 - 0.4 / 3; bias (0.2 - 0.2 + 0) / 3 = 0.
+    assert!(
+        (stats.agreement.unwrap() - (1.0 - 0.4 / 3.0)).abs() < 1e-9,
+        "{stats:?}"
+    );
+    assert!(stats.bias.unwrap().abs() < 1e-9);
+    assert_eq!(stats.earned, MicroUsdc(12_000));
+    // 12,000 micro-USDC for 0.8 + 0.8 + 1.0 = 2.6 units of agreement.
+    assert_eq!(stats.cost_per_useful, Some(MicroUsdc(4_615)));
+    let out_of_range = lachesis::marketplace::cards::record_evaluation(
+        &db,
+        id,
+        "run-1",
+        1.5,
+        None,
+        MicroUsdc(4_000),
+        None,
+    )
+    .await;
+    assert!(
+        out_of_range.is_err(),
+        "Postgres refuses a score outside 0..1"
+    );
+}
