@@ -2,6 +2,7 @@
 //! them, and how a judge's verdict is read.
 
 pub mod cards;
+pub mod panel;
 pub mod routes;
 pub mod selection;
 pub mod verdict;
