@@ -104,6 +104,23 @@ pub struct AccountBalance {
     pub available: MicroUsdc,
 }
 
+/// One leg of a transaction, as an account's statement shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatementLine {
+    pub tx_id: i64,
+    /// `fund`, `payment` or `refund`.
+    pub kind: String,
+    pub memo: String,
+    /// Positive: money in.
+    pub amount: MicroUsdc,
+    /// The other account of the transaction.
+    pub counterparty: String,
+    /// The transfer's hash when it settled on chain.
+    pub chain_tx: Option<String>,
+    /// RFC 3339, UTC.
+    pub at: String,
+}
+
 /// One finding of `lachesis ledger reconcile`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReconcileFinding {

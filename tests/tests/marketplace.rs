@@ -287,6 +287,68 @@ async fn cards_are_public_and_only_their_owners_change_them() {
     assert_eq!(stats.earned, MicroUsdc(12_000));
     // 12,000 micro-USDC for 0.8 + 0.8 + 1.0 = 2.6 units of agreement.
     assert_eq!(stats.cost_per_useful, Some(MicroUsdc(4_615)));
+    // The team's card account is the team's to see, with its statement; nobody else's.
+    let ledger = lachesis::ledger::Ledger::new(db.clone());
+    let budget = ledger
+        .account(
+            "budget/run-1/agent",
+            lachesis_shared::ledger::AccountKind::Budget,
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    ledger
+        .fund("fund/run-1", budget, MicroUsdc(10_000))
+        .await
+        .unwrap();
+    let whisker = ledger.find("card/whisker").await.unwrap();
+    let transfer = lachesis::ledger::Transfer {
+        key: "pay-whisker",
+        payer: budget,
+        payee: whisker,
+        amount: MicroUsdc(1_750),
+        memo: "judge card",
+    };
+    ledger
+        .pay(&transfer, &lachesis::ledger::Settlement::Simulated)
+        .await
+        .unwrap();
+    let (status, ada_accounts) =
+        call(&app, Some(&ada), Method::GET, "/api/ledger/accounts", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(ada_accounts.as_array().unwrap().len(), 1, "{ada_accounts}");
+    assert_eq!(ada_accounts[0]["name"], "card/whisker");
+    assert_eq!(ada_accounts[0]["available"], 1_750);
+    let (status, bob_accounts) =
+        call(&app, Some(&bob), Method::GET, "/api/ledger/accounts", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(bob_accounts, json!([]));
+    let (status, _) = call(&app, None, Method::GET, "/api/ledger/accounts", None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let statement = "/api/ledger/statement?account=card/whisker";
+    let (status, _) = call(&app, Some(&bob), Method::GET, statement, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = call(
+        &app,
+        Some(&ada),
+        Method::GET,
+        "/api/ledger/statement?account=budget/run-1/agent",
+        None,
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "an unowned budget is not ada's"
+    );
+    let (status, lines) = call(&app, Some(&ada), Method::GET, statement, None).await;
+    assert_eq!(status, StatusCode::OK, "{lines}");
+    assert_eq!(lines.as_array().unwrap().len(), 1);
+    assert_eq!(lines[0]["amount"], 1_750);
+    assert_eq!(lines[0]["counterparty"], "budget/run-1/agent");
+    assert_eq!(lines[0]["kind"], "payment");
+
     let out_of_range = lachesis::marketplace::cards::record_evaluation(
         &db,
         id,

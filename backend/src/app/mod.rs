@@ -132,6 +132,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::chess::routes::routes())
         .merge(crate::spatial::routes())
         .merge(crate::marketplace::routes::routes())
+        .merge(crate::ledger::routes::routes())
         .fallback(root::static_file)
         .layer(compression)
         .with_state(state)

@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod cli;
 pub mod reconcile;
+pub mod routes;
 
 use std::sync::Arc;
 

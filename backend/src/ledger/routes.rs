@@ -1,0 +1,118 @@
+//! `/api/ledger/...`: balances and statements, each team seeing only its own accounts (the
+//! platform's and unowned accounts only with full rights).
+
+use axum::extract::{Query, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use lachesis_shared::ledger::{AccountBalance, AccountKind, MicroUsdc, StatementLine};
+use serde::Deserialize;
+use sqlx::Row;
+
+use crate::app::AppState;
+use crate::auth::{AppError, Viewer};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/ledger/accounts", get(accounts))
+        .route("/api/ledger/statement", get(statement))
+}
+
+/// The teams whose accounts the caller sees; `None` for all accounts.
+async fn visible_teams(state: &AppState, viewer: &Viewer) -> Result<Option<Vec<i64>>, AppError> {
+    match viewer {
+        Viewer::Open | Viewer::Admin => Ok(None),
+        Viewer::User { id, .. } => Ok(Some(
+            sqlx::query_scalar("SELECT team_id FROM memberships WHERE user_id = $1")
+                .bind(id)
+                .fetch_all(&state.db)
+                .await?,
+        )),
+        Viewer::Token { team_id, .. } => Ok(Some(vec![*team_id])),
+        Viewer::Anonymous => Err(AppError::NotSignedIn),
+    }
+}
+
+async fn accounts(
+    State(state): State<AppState>,
+    viewer: Viewer,
+) -> Result<Json<Vec<AccountBalance>>, AppError> {
+    let teams = visible_teams(&state, &viewer).await?;
+    let rows = sqlx::query(
+        "SELECT name, kind, balance, held FROM ledger_accounts
+         WHERE $1::BIGINT[] IS NULL OR team_id = ANY($1) ORDER BY name",
+    )
+    .bind(teams)
+    .fetch_all(&state.db)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            let kind: String = row.try_get("kind")?;
+            let (balance, held): (i64, i64) = (row.try_get("balance")?, row.try_get("held")?);
+            Ok(AccountBalance {
+                name: row.try_get("name")?,
+                kind: AccountKind::parse(&kind)
+                    .ok_or_else(|| AppError::Internal(format!("unknown account kind {kind}")))?,
+                balance: MicroUsdc(balance),
+                held: MicroUsdc(held),
+                available: MicroUsdc(balance - held),
+            })
+        })
+        .collect::<Result<_, AppError>>()
+        .map(Json)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StatementQuery {
+    account: String,
+    /// Lines before this transaction id (for paging back); newest first.
+    #[serde(default)]
+    before: Option<i64>,
+}
+
+/// The newest 200 lines of one account's statement. Accounts the caller may not see are a 404,
+/// like accounts that do not exist.
+async fn statement(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Query(query): Query<StatementQuery>,
+) -> Result<Json<Vec<StatementLine>>, AppError> {
+    let teams = visible_teams(&state, &viewer).await?;
+    let account: Option<i64> = sqlx::query_scalar(
+        "SELECT id FROM ledger_accounts WHERE name = $1 AND ($2::BIGINT[] IS NULL OR team_id = ANY($2))",
+    )
+    .bind(&query.account)
+    .bind(teams)
+    .fetch_optional(&state.db)
+    .await?;
+    let account = account.ok_or(AppError::NotFound("account"))?;
+    let rows = sqlx::query(
+        "SELECT t.id, t.kind, t.memo, t.chain_tx, e.amount,
+                to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS at,
+                (SELECT a.name FROM ledger_entries o JOIN ledger_accounts a ON a.id = o.account_id
+                 WHERE o.tx_id = t.id AND o.account_id <> e.account_id LIMIT 1) AS counterparty
+         FROM ledger_entries e JOIN ledger_transactions t ON t.id = e.tx_id
+         WHERE e.account_id = $1 AND ($2::BIGINT IS NULL OR t.id < $2)
+         ORDER BY t.id DESC LIMIT 200",
+    )
+    .bind(account)
+    .bind(query.before)
+    .fetch_all(&state.db)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(StatementLine {
+                tx_id: row.try_get("id")?,
+                kind: row.try_get("kind")?,
+                memo: row.try_get("memo")?,
+                amount: MicroUsdc(row.try_get("amount")?),
+                counterparty: row
+                    .try_get::<Option<String>, _>("counterparty")?
+                    .unwrap_or_default(),
+                chain_tx: row.try_get("chain_tx")?,
+                at: row.try_get("at")?,
+            })
+        })
+        .collect::<Result<_, AppError>>()
+        .map(Json)
+}
