@@ -4,6 +4,7 @@
 //! The suites need a Postgres they may create databases in: `LACHESIS_TEST_DATABASE_URL` (an admin
 //! URL, e.g. `postgres://postgres@127.0.0.1:55432/postgres`). `make test` starts one and sets it.
 
+pub mod browser;
 pub mod python;
 
 use std::io::Write;
@@ -208,6 +209,31 @@ pub fn gzip(bytes: &[u8]) -> Vec<u8> {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     enc.write_all(bytes).expect("in-memory write");
     enc.finish().expect("in-memory write")
+}
+
+/// Signs a browser up through `path` (`/api/auth/setup` for the first owner,
+/// `/api/auth/register` after) with a new team; returns its session cookie and CSRF token.
+pub async fn sign_up(app: &TestApp, path: &str, user: &str, team: &str) -> (String, String) {
+    let response = app
+        .client
+        .post(app.url(path))
+        .json(&json!({"username": user, "password": "a long enough password", "team": team}))
+        .send()
+        .await
+        .expect("POST sign-up");
+    assert_eq!(response.status(), reqwest::StatusCode::OK);
+    let cookie = response.headers()["set-cookie"]
+        .to_str()
+        .expect("an ASCII cookie")
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let me: Value = response.json().await.expect("the signed-in user");
+    (
+        cookie,
+        me["csrf_token"].as_str().unwrap_or_default().to_string(),
+    )
 }
 
 /// The `lachesis` binary built by `make test` (or `cargo build`).

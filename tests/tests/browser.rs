@@ -6,10 +6,9 @@
 //! repo's `node_modules` (`npm ci`, done by scripts/ensure-tools.sh) and `/usr/bin/chromium` (or
 //! `CHROMIUM`).
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
+use lachesis_tests::browser::{ScriptRun, check_prerequisites, run_script};
 use lachesis_tests::{TestApp, config_for, fresh_database, registration};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -18,34 +17,6 @@ const USERNAME: &str = "ada";
 const PASSWORD: &str = "correct horse battery staple";
 const TEAM: &str = "lab";
 const RUN: &str = "e2e";
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ sits in the repository")
-        .to_path_buf()
-}
-
-/// Says exactly what is missing instead of letting the browser fail obscurely.
-fn check_prerequisites(root: &Path) {
-    let static_dir = std::env::var_os("LACHESIS_STATIC_DIR").map(PathBuf::from);
-    assert!(
-        static_dir
-            .as_ref()
-            .is_some_and(|d| d.join("index.html").exists()),
-        "LACHESIS_STATIC_DIR must point at the built frontend (scripts/build-frontend.sh writes frontend/dist)"
-    );
-    assert!(
-        root.join("node_modules/playwright-core/package.json")
-            .exists(),
-        "node_modules/playwright-core is missing: run scripts/ensure-tools.sh (npm ci)"
-    );
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    assert!(
-        Path::new(&chromium).exists(),
-        "{chromium} is missing: apt-get install -y chromium (scripts/ensure-tools.sh does as root)"
-    );
-}
 
 /// The first owner, through the first-run endpoint the sign-in page also uses; returns the
 /// session cookie and CSRF token.
@@ -87,8 +58,7 @@ async fn create_token(app: &TestApp, cookie: &str, csrf: &str) -> String {
 
 #[tokio::test]
 async fn a_signed_in_browser_sees_posted_groups_arrive_live() {
-    let root = repo_root();
-    check_prerequisites(&root);
+    check_prerequisites();
     let mut config = config_for(&fresh_database().await);
     config.auth = true;
     let app = TestApp::spawn_with(config).await;
@@ -105,41 +75,21 @@ async fn a_signed_in_browser_sees_posted_groups_arrive_live() {
         .expect("POST register");
     assert_eq!(registered.status(), StatusCode::OK);
 
-    let script = root.join("tests/browser/e2e.mjs");
-    let child = tokio::process::Command::new("node")
-        .arg(&script)
-        .current_dir(&root)
-        .env("BASE_URL", &app.base)
-        .env("USERNAME", USERNAME)
-        .env("PASSWORD", PASSWORD)
-        .env("RUN", RUN)
-        .env("TOKEN", &token)
-        .envs(std::env::var_os("LACHESIS_SCREENSHOT_DIR").map(|d| ("SCREENSHOT_DIR", d)))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("node runs (is Node.js installed?)");
-    let output = tokio::time::timeout(Duration::from_secs(180), child.wait_with_output())
-        .await
-        .expect("the browser script finishes within 3 minutes")
-        .expect("the browser script's output");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let report: Value = stdout
-        .lines()
-        .rev()
-        .find_map(|line| serde_json::from_str(line).ok())
-        .unwrap_or_else(|| {
-            panic!("no JSON line from the script\nstdout: {stdout}\nstderr: {stderr}")
-        });
-    // Shown with `--nocapture`: what the browser saw.
-    println!("{report}");
+    let env = [
+        ("USERNAME", USERNAME.to_string()),
+        ("PASSWORD", PASSWORD.to_string()),
+        ("RUN", RUN.to_string()),
+        ("TOKEN", token.clone()),
+    ];
+    let ScriptRun {
+        report,
+        status,
+        stderr,
+    } = run_script("e2e.mjs", &app.base, &env, Duration::from_secs(180)).await;
 
     assert!(
-        output.status.success(),
-        "the browser check failed ({}): {report:#}\nstderr: {stderr}",
-        output.status
+        status.success(),
+        "the browser check failed ({status}): {report:#}\nstderr: {stderr}"
     );
     assert_eq!(report["ok"], true, "{report:#}");
     assert_eq!(report["signed_in"], true);

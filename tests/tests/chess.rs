@@ -8,7 +8,7 @@ use futures::{SinkExt, StreamExt};
 use lachesis_shared::chess::rules::{self, START_FEN};
 use lachesis_shared::chess::{GameView, Side};
 use lachesis_shared::live::{ClientMsg, LiveErrorCode, LiveEvent, ServerMsg, Topic};
-use lachesis_tests::{TestApp, config_for, fresh_database};
+use lachesis_tests::{TestApp, config_for, fresh_database, sign_up};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
@@ -265,27 +265,6 @@ async fn a_game_is_played_checked_reviewed_exported_and_learned_from() {
     let listed = app.get("/api/chess/games").await;
     assert_eq!(listed.as_array().unwrap().len(), 2);
     assert_eq!(listed[0]["id"], json!(next.id));
-}
-
-/// A signed-in browser's cookie and CSRF token.
-async fn sign_up(app: &TestApp, path: &str, user: &str, team: &str) -> (String, String) {
-    let response = app
-        .client
-        .post(app.url(path))
-        .json(&json!({"username": user, "password": "a long enough password", "team": team}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    let cookie = response.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string();
-    let me: Value = response.json().await.unwrap();
-    (cookie, me["csrf_token"].as_str().unwrap().to_string())
 }
 
 async fn call(

@@ -6,84 +6,27 @@
 //! Needs what `make test` provides: the built frontend (`LACHESIS_STATIC_DIR`), Node with the
 //! repo's `node_modules` and `/usr/bin/chromium` (or `CHROMIUM`).
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use lachesis_shared::chess::{GameEnd, GameView, Side};
+use lachesis_tests::browser::{ScriptRun, check_prerequisites, run_script};
 use lachesis_tests::{TestApp, config_for, fresh_database};
-use serde_json::{Value, json};
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ sits in the repository")
-        .to_path_buf()
-}
-
-/// Says exactly what is missing instead of letting the browser fail obscurely.
-fn check_prerequisites(root: &Path) {
-    let static_dir = std::env::var_os("LACHESIS_STATIC_DIR").map(PathBuf::from);
-    assert!(
-        static_dir
-            .as_ref()
-            .is_some_and(|d| d.join("index.html").exists()),
-        "LACHESIS_STATIC_DIR must point at the built frontend (scripts/build-frontend.sh writes frontend/dist)"
-    );
-    assert!(
-        root.join("node_modules/playwright-core/package.json")
-            .exists(),
-        "node_modules/playwright-core is missing: run scripts/ensure-tools.sh (npm ci)"
-    );
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    assert!(
-        Path::new(&chromium).exists(),
-        "{chromium} is missing: apt-get install -y chromium (scripts/ensure-tools.sh does as root)"
-    );
-}
-
-/// Runs the browser script against `app` and returns its JSON report.
-async fn run_browser(root: &Path, app: &TestApp) -> Value {
-    let child = tokio::process::Command::new("node")
-        .arg(root.join("tests/browser/chess.mjs"))
-        .current_dir(root)
-        .env("BASE_URL", &app.base)
-        .envs(std::env::var_os("LACHESIS_SCREENSHOT_DIR").map(|d| ("SCREENSHOT_DIR", d)))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("node runs (is Node.js installed?)");
-    let output = tokio::time::timeout(Duration::from_secs(300), child.wait_with_output())
-        .await
-        .expect("the browser script finishes within 5 minutes")
-        .expect("the browser script's output");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let report: Value = stdout
-        .lines()
-        .rev()
-        .find_map(|line| serde_json::from_str(line).ok())
-        .unwrap_or_else(|| {
-            panic!("no JSON line from the script\nstdout: {stdout}\nstderr: {stderr}")
-        });
-    // Shown with `--nocapture`: what the browser saw.
-    println!("{report}");
-    assert!(
-        output.status.success(),
-        "the browser check failed ({}): {report:#}\nstderr: {stderr}",
-        output.status
-    );
-    report
-}
+use serde_json::json;
 
 #[tokio::test]
 async fn a_person_plays_resigns_rates_and_exports_a_game_in_the_browser() {
-    let root = repo_root();
-    check_prerequisites(&root);
+    check_prerequisites();
     let app = TestApp::spawn_with(config_for(&fresh_database().await)).await;
 
-    let report = run_browser(&root, &app).await;
+    let ScriptRun {
+        report,
+        status,
+        stderr,
+    } = run_script("chess.mjs", &app.base, &[], Duration::from_secs(300)).await;
+    assert!(
+        status.success(),
+        "the browser check failed ({status}): {report:#}\nstderr: {stderr}"
+    );
     assert_eq!(report["ok"], true, "{report:#}");
     assert_eq!(report["console_errors"], json!([]), "{report:#}");
     assert_eq!(report["page_errors"], json!([]), "{report:#}");

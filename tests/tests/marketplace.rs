@@ -4,30 +4,9 @@
 
 use lachesis_shared::ledger::MicroUsdc;
 use lachesis_shared::marketplace::AgentCard;
-use lachesis_tests::{TestApp, config_for, fresh_database};
+use lachesis_tests::{TestApp, config_for, fresh_database, sign_up};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-
-/// A signed-in browser's cookie and CSRF token.
-async fn sign_up(app: &TestApp, path: &str, user: &str, team: &str) -> (String, String) {
-    let response = app
-        .client
-        .post(app.url(path))
-        .json(&json!({"username": user, "password": "a long enough password", "team": team}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    let cookie = response.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string();
-    let me: Value = response.json().await.unwrap();
-    (cookie, me["csrf_token"].as_str().unwrap().to_string())
-}
 
 async fn call(
     app: &TestApp,

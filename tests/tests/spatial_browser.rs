@@ -6,8 +6,6 @@
 //! Needs what `make test` provides: the built frontend (`LACHESIS_STATIC_DIR`), the repo's
 //! `node_modules` and `/usr/bin/chromium` (or `CHROMIUM`).
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use lachesis::envs::spatial::{
@@ -16,34 +14,8 @@ use lachesis::envs::spatial::{
 use lachesis::spatial::{LIVE_SCENE, SceneStreamer};
 use lachesis_shared::spatial::{Constraint, Task};
 use lachesis_tests::TestApp;
+use lachesis_tests::browser::{ScriptRun, check_prerequisites, run_script};
 use serde_json::{Value, json};
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ sits in the repository")
-        .to_path_buf()
-}
-
-fn check_prerequisites(root: &Path) {
-    let static_dir = std::env::var_os("LACHESIS_STATIC_DIR").map(PathBuf::from);
-    assert!(
-        static_dir
-            .as_ref()
-            .is_some_and(|d| d.join("index.html").exists()),
-        "LACHESIS_STATIC_DIR must point at the built frontend (scripts/build-frontend.sh writes frontend/dist)"
-    );
-    assert!(
-        root.join("node_modules/playwright-core/package.json")
-            .exists(),
-        "node_modules/playwright-core is missing: run scripts/ensure-tools.sh (npm ci)"
-    );
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    assert!(
-        Path::new(&chromium).exists(),
-        "{chromium} is missing: apt-get install -y chromium"
-    );
-}
 
 /// A difficulty-1 task whose goal is a region away from the movable object, and whose object
 /// has a clear colour (not the ground's grey), so the pixel checks mean something.
@@ -64,8 +36,7 @@ fn region_task() -> Task {
 
 #[tokio::test]
 async fn the_viewer_draws_the_scene_a_drag_moves_an_object_and_the_verdict_appears() {
-    let root = repo_root();
-    check_prerequisites(&root);
+    check_prerequisites();
     let app = TestApp::spawn().await;
     let task = region_task();
     let object = task.object(&task.movable[0]).unwrap().clone();
@@ -91,40 +62,23 @@ async fn the_viewer_draws_the_scene_a_drag_moves_an_object_and_the_verdict_appea
         }
     });
 
-    let child = tokio::process::Command::new("node")
-        .arg(root.join("tests/browser/spatial.mjs"))
-        .current_dir(&root)
-        .env("BASE_URL", &app.base)
-        .env("DIFFICULTY", task.difficulty.to_string())
-        .env("SEED", task.seed.to_string())
-        .env("OBJECT", &object.id)
-        .env("COLOR", object.color.map(|c| c.to_string()).join(","))
-        .envs(std::env::var_os("LACHESIS_SCREENSHOT_DIR").map(|d| ("SCREENSHOT_DIR", d)))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("node runs (is Node.js installed?)");
-    let output = tokio::time::timeout(Duration::from_secs(180), child.wait_with_output())
-        .await
-        .expect("the browser script finishes within 3 minutes")
-        .expect("the browser script's output");
+    let env = [
+        ("DIFFICULTY", task.difficulty.to_string()),
+        ("SEED", task.seed.to_string()),
+        ("OBJECT", object.id.clone()),
+        ("COLOR", object.color.map(|c| c.to_string()).join(",")),
+    ];
+    let ScriptRun {
+        report,
+        status,
+        stderr,
+    } = run_script("spatial.mjs", &app.base, &env, Duration::from_secs(180)).await;
     feeder.abort();
     let _ = stop.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(5), player).await;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let report: Value = stdout
-        .lines()
-        .rev()
-        .find_map(|line| serde_json::from_str(line).ok())
-        .unwrap_or_else(|| {
-            panic!("no JSON line from the script\nstdout: {stdout}\nstderr: {stderr}")
-        });
-    println!("{report}");
 
     assert!(
-        output.status.success(),
+        status.success(),
         "the browser check failed: {report:#}\nstderr: {stderr}"
     );
     assert!(

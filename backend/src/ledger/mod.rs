@@ -494,7 +494,7 @@ impl Ledger {
     }
 }
 
-fn balance_from_row(row: &sqlx::postgres::PgRow) -> Result<AccountBalance, LedgerError> {
+pub(crate) fn balance_from_row(row: &sqlx::postgres::PgRow) -> Result<AccountBalance, LedgerError> {
     let kind: String = row.try_get("kind")?;
     let balance: i64 = row.try_get("balance")?;
     let held: i64 = row.try_get("held")?;

@@ -4,7 +4,7 @@
 use axum::extract::{Query, State};
 use axum::routing::get;
 use axum::{Json, Router};
-use lachesis_shared::ledger::{AccountBalance, AccountKind, MicroUsdc, StatementLine};
+use lachesis_shared::ledger::{AccountBalance, MicroUsdc, StatementLine};
 use serde::Deserialize;
 use sqlx::Row;
 
@@ -45,18 +45,7 @@ async fn accounts(
     .fetch_all(&state.db)
     .await?;
     rows.iter()
-        .map(|row| {
-            let kind: String = row.try_get("kind")?;
-            let (balance, held): (i64, i64) = (row.try_get("balance")?, row.try_get("held")?);
-            Ok(AccountBalance {
-                name: row.try_get("name")?,
-                kind: AccountKind::parse(&kind)
-                    .ok_or_else(|| AppError::Internal(format!("unknown account kind {kind}")))?,
-                balance: MicroUsdc(balance),
-                held: MicroUsdc(held),
-                available: MicroUsdc(balance - held),
-            })
-        })
+        .map(|row| super::balance_from_row(row).map_err(|e| AppError::Internal(e.to_string())))
         .collect::<Result<_, AppError>>()
         .map(Json)
 }

@@ -6,7 +6,7 @@ use lachesis_shared::marketplace::{AgentCard, CardStats, JudgeBackend, NewCard, 
 use sqlx::{PgPool, Row};
 
 use crate::auth::AppError;
-use crate::ledger::{Ledger, LedgerError};
+use crate::ledger::Ledger;
 
 /// One of the platform's cards.
 struct BuiltinCard {
@@ -101,7 +101,7 @@ const BUILTIN: &[BuiltinCard] = &[
 ];
 
 /// Lists the platform's cards that are missing (idempotent; prices set later by an admin stay).
-pub async fn seed(db: &PgPool) -> Result<(), LedgerError> {
+pub async fn seed(db: &PgPool) -> anyhow::Result<()> {
     let ledger = Ledger::new(db.clone());
     for card in BUILTIN {
         let account = ledger
@@ -112,8 +112,7 @@ pub async fn seed(db: &PgPool) -> Result<(), LedgerError> {
                 None,
             )
             .await?;
-        let judge = serde_json::to_value((card.judge)())
-            .map_err(|e| LedgerError::InvalidAccount(e.to_string()))?;
+        let judge = serde_json::to_value((card.judge)())?;
         sqlx::query(
             "INSERT INTO agent_cards (slug, name, description, specialties, price, account_id, judge)
              VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (slug) DO NOTHING",
@@ -238,6 +237,8 @@ pub async fn create(db: &PgPool, team: i64, card: &NewCard) -> Result<AgentCard,
     }
     let judge = serde_json::to_value(&card.judge).map_err(|e| AppError::Internal(e.to_string()))?;
     let wallet = card.owner_wallet.as_deref().map(str::to_ascii_lowercase);
+    // The card and its account are created together or not at all, so this inserts the account
+    // in the transaction itself (`Ledger::account` would reuse an existing one of that name).
     let mut tx = db.begin().await?;
     let account: i64 = sqlx::query_scalar(
         "INSERT INTO ledger_accounts (name, kind, team_id, wallet) VALUES ($1, 'card_owner', $2, $3)
