@@ -135,6 +135,8 @@ pub enum LiveEvent {
     ChessMove(Box<ChessMoveEvent>),
     /// A chess game ended or was reviewed (state).
     ChessGame(ChessGameEvent),
+    /// A Pay-to-Play round was judged or skipped (stream, on the marketplace topic).
+    Market(crate::marketplace::MarketEvent),
     /// A spatial scene changed (state: a snapshot or a delta; a reader that misses one sees a
     /// sequence gap and reloads the snapshot over HTTP).
     #[cfg(feature = "spatial")]

@@ -92,3 +92,107 @@ pub struct UpdateCard {
     #[serde(default)]
     pub listed: Option<bool>,
 }
+
+/// A card paid (or, in evaluation mode, heard unpaid) in one Pay-to-Play round.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PaidCard {
+    pub slug: String,
+    pub price: MicroUsdc,
+    /// The ledger transaction of the payment; `None` in evaluation mode.
+    pub tx_id: Option<i64>,
+    /// The on-chain transfer's hash when the payment settled on chain.
+    pub chain_tx: Option<String>,
+    /// The transfer on the chain's block explorer (Base, Base Sepolia); `None` on a local chain.
+    pub explorer_url: Option<String>,
+}
+
+/// How the panel of a round was chosen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PanelChoice {
+    /// The cost-aware bandit over the cards' history.
+    Bandit,
+    /// The policy model chose, and its answer parsed.
+    Llm,
+    /// The policy model was asked but its answer was refused; the bandit chose instead.
+    LlmFallback { reason: String },
+    /// Evaluation mode: every runnable card, unpaid.
+    Everyone,
+}
+
+/// One Pay-to-Play episode that was judged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundEvent {
+    pub run: String,
+    /// The episode's key (also the prefix of its payments' idempotency keys).
+    pub episode: String,
+    /// RFC 3339, UTC.
+    pub at: String,
+    /// The task as the agent saw it (the behaviors observed).
+    pub task: String,
+    pub category: crate::cats::CareCategory,
+    pub choice: PanelChoice,
+    pub cards: Vec<PaidCard>,
+    pub paid: MicroUsdc,
+    /// What the run's budget has left after this round.
+    pub budget_left: MicroUsdc,
+    /// Per answer: the panel's mean score, then the reward after the cost term.
+    pub panel_scores: Vec<f64>,
+    pub rewards: Vec<f64>,
+    /// The answers judged, in order (shortened for the feed).
+    pub answers: Vec<String>,
+}
+
+/// One Pay-to-Play episode skipped before anything was paid.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SkippedEvent {
+    pub run: String,
+    pub episode: String,
+    pub at: String,
+    pub reason: String,
+    pub budget_left: MicroUsdc,
+}
+
+/// The marketplace's live feed (topic `marketplace`; `GET /api/marketplace/feed` for history).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum MarketEvent {
+    Round(Box<RoundEvent>),
+    Skipped(SkippedEvent),
+}
+
+impl MarketEvent {
+    pub fn run(&self) -> &str {
+        match self {
+            MarketEvent::Round(round) => &round.run,
+            MarketEvent::Skipped(skipped) => &skipped.run,
+        }
+    }
+
+    pub fn at(&self) -> &str {
+        match self {
+            MarketEvent::Round(round) => &round.at,
+            MarketEvent::Skipped(skipped) => &skipped.at,
+        }
+    }
+}
+
+/// A point of a budget's history: what was available after a ledger transaction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BudgetPoint {
+    pub at: String,
+    pub available: MicroUsdc,
+}
+
+/// An agent's budget for a run, as `GET /api/marketplace/budgets` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BudgetView {
+    pub run: String,
+    /// The ledger account (`budget/<run>/<agent>`).
+    pub account: String,
+    pub funded: MicroUsdc,
+    pub spent: MicroUsdc,
+    pub available: MicroUsdc,
+    /// Oldest first.
+    pub points: Vec<BudgetPoint>,
+}
