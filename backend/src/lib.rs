@@ -17,6 +17,7 @@ pub mod live;
 pub mod marketplace;
 pub mod metrics;
 pub mod policy;
+pub mod settlement;
 pub mod spatial;
 pub mod trainer;
 pub mod trajectory;
