@@ -9,10 +9,12 @@ use leptos_router::path;
 
 use crate::api::{self, ApiError};
 use crate::live::{Live, LiveIndicator, provide_live};
+use crate::pages::cats::CatsPage;
 use crate::pages::chess::{ChessPage, GamePage};
 use crate::pages::dashboard::{ComparePage, DashboardPage};
 use crate::pages::environments::EnvironmentsPage;
 use crate::pages::login::LoginPage;
+use crate::pages::marketplace::MarketplacePage;
 use crate::pages::runs::RunsPage;
 use crate::pages::settings::SettingsPage;
 use crate::pages::spatial::{SpatialBenchPage, SpatialLivePage, SpatialSolvePage};
@@ -105,6 +107,8 @@ fn Shell() -> impl IntoView {
                 <Route path=path!("/environments") view=EnvironmentsPage />
                 <Route path=path!("/chess") view=ChessPage />
                 <Route path=path!("/chess/:game") view=GamePage />
+                <Route path=path!("/marketplace") view=MarketplacePage />
+                <Route path=path!("/cats") view=CatsPage />
                 <Route path=path!("/settings") view=SettingsPage />
                 <Route path=path!("/spatial") view=SpatialLivePage />
                 <Route path=path!("/spatial/solve") view=SpatialSolvePage />
@@ -159,6 +163,8 @@ fn Nav() -> impl IntoView {
             <A href="/environments">"Environments"</A>
             <A href="/chess">"Chess"</A>
             <A href="/spatial">"Spatial"</A>
+            <A href="/marketplace">"Marketplace"</A>
+            <A href="/cats">"Cats"</A>
             <A href="/settings">"Settings"</A>
             <span class="spacer"></span>
             <LiveIndicator />

@@ -1,9 +1,11 @@
 //! One module per page of the router.
 
+pub mod cats;
 pub mod chess;
 pub mod dashboard;
 pub mod environments;
 pub mod login;
+pub mod marketplace;
 pub mod runs;
 pub mod settings;
 pub mod spatial;
