@@ -16,10 +16,11 @@ if [[ -z ${LACHESIS_MODEL:-} && -z ${LACHESIS_NO_EMBEDDED_MODEL:-} ]]; then
     export LACHESIS_MODEL
 fi
 BIN=$(lachesis_target_dir)/release/lachesis
-# With a model, the spatial environment runs in the server: /spatial shows the model attempting
-# tasks live (LACHESIS_ENVS names other environments instead, `;`-separated).
+# With a model, the spatial and Pay-to-Play environments run in the server: /spatial shows the
+# model attempting tasks live, /marketplace its judged episodes, payments and budget (LACHESIS_ENVS
+# names other environments instead, `;`-separated).
 if [[ -z ${LACHESIS_ENVS:-} && -z ${LACHESIS_NO_EMBEDDED_MODEL:-} ]]; then
-    export LACHESIS_ENVS=spatial
+    export LACHESIS_ENVS="spatial;pay_to_play"
 fi
 
 if [[ -z ${DATABASE_URL:-} ]]; then

@@ -6,6 +6,7 @@
 pub mod app;
 pub mod auth;
 pub mod bench;
+pub mod cats;
 pub mod chess;
 pub mod config;
 pub mod dashboard;

@@ -180,6 +180,25 @@ mod tests {
             serde_json::json!({"type": "lagged", "topic": {"kind": "marketplace"}, "dropped": 3})
         );
         assert!(serde_json::from_str::<ClientMsg>(r#"{"type":"subscribe"}"#).is_err());
+        // Every event survives the trip, marketplace events (themselves tagged) included.
+        let skipped = ServerMsg::Event {
+            topic: Topic::Marketplace,
+            event: LiveEvent::Market(crate::marketplace::MarketEvent::Skipped(
+                crate::marketplace::SkippedEvent {
+                    run: "r".into(),
+                    episode: "r/episode/1".into(),
+                    at: "2026-12-01T00:00:00.000Z".into(),
+                    reason: "budget spent".into(),
+                    budget_left: crate::ledger::MicroUsdc(5),
+                },
+            )),
+        };
+        let text = serde_json::to_string(&skipped).unwrap();
+        assert_eq!(
+            serde_json::from_str::<ServerMsg>(&text).unwrap(),
+            skipped,
+            "{text}"
+        );
         assert!(serde_json::from_str::<ClientMsg>(r#"{"type":"shout","topic":null}"#).is_err());
     }
 }

@@ -154,8 +154,9 @@ pub struct SkippedEvent {
 }
 
 /// The marketplace's live feed (topic `marketplace`; `GET /api/marketplace/feed` for history).
+/// Tagged `event`, not `kind`: inside [`crate::live::LiveEvent`] the `kind` key is taken.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(tag = "event", rename_all = "snake_case")]
 pub enum MarketEvent {
     Round(Box<RoundEvent>),
     Skipped(SkippedEvent),

@@ -6,6 +6,7 @@
 
 pub mod browser;
 pub mod python;
+pub mod scripted;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -66,6 +67,7 @@ pub fn config_for(database_url: &str) -> ServeConfig {
         envs: Vec::new(),
         chess_judge: Default::default(),
         chess_uses_ratings: true,
+        settlement: Default::default(),
     }
 }
 

@@ -3,11 +3,53 @@
 //! first rounds over the cards; a spent budget skips the round with a reason; a replayed round pays
 //! nothing twice; the ledger reconciles afterwards.
 
-use lachesis::ledger::Ledger;
-use lachesis::marketplace::panel::{PanelConfig, RoundOutcome, judge_round};
-use lachesis_shared::cats::CatScenario;
+use lachesis::ledger::{AccountId, Ledger};
+use lachesis::marketplace::judges::Judges;
+use lachesis::marketplace::panel::{Market, PanelConfig, Round, RoundOutcome, judge_round};
+use lachesis::settlement::Settler;
+use lachesis_shared::cats::{CatScenario, CatTask};
 use lachesis_shared::ledger::{AccountKind, MicroUsdc};
+use lachesis_shared::marketplace::PanelChoice;
 use lachesis_tests::fresh_database;
+
+/// One bandit round as the environment runs it: the market as it stands, a replay hearing the
+/// panel it paid before.
+async fn bandit_round(
+    ledger: &Ledger,
+    budget: AccountId,
+    key: &str,
+    task: &CatTask,
+    answers: &[String],
+    config: &PanelConfig,
+) -> RoundOutcome {
+    let judges = Judges::default();
+    let market = Market::load(ledger.pool(), &judges).await.unwrap();
+    let available = ledger.balance(budget).await.unwrap().available.0;
+    let before = market.paid_before(ledger.pool(), key).await.unwrap();
+    let chosen = if before.is_empty() {
+        market.bandit_pick(config.panel, available)
+    } else {
+        before
+    };
+    let round = Round {
+        key,
+        budget,
+        task,
+        answers,
+    };
+    judge_round(
+        ledger,
+        &Settler::Simulated,
+        &judges,
+        &market,
+        &round,
+        chosen,
+        PanelChoice::Bandit,
+        config,
+    )
+    .await
+    .unwrap()
+}
 
 fn scenario() -> CatScenario {
     let data = lachesis::envs::cat_caretaker::data::CatData::builtin().unwrap();
@@ -35,6 +77,10 @@ async fn rounds_pay_their_panel_reward_good_answers_and_stop_when_the_budget_is_
         .unwrap();
 
     let scenario = scenario();
+    let task = CatTask {
+        scenario: scenario.clone(),
+        observed: Vec::new(),
+    };
     let good = format!("I'll {} for her now.", scenario.remedy.join(", "));
     let answers = vec![
         good,
@@ -52,20 +98,19 @@ async fn rounds_pay_their_panel_reward_good_answers_and_stop_when_the_budget_is_
     let mut seen_cards = std::collections::BTreeSet::new();
     let mut first_panel: Option<Vec<String>> = None;
     let reason = loop {
-        let outcome = judge_round(
+        let outcome = bandit_round(
             &ledger,
             budget,
             &format!("round-{rounds}"),
-            &scenario,
+            &task,
             &answers,
             &config,
         )
-        .await
-        .unwrap();
+        .await;
         match outcome {
             RoundOutcome::Judged(result) => {
                 assert!(!result.cards.is_empty() && result.cards.len() <= 2);
-                assert_eq!(result.payments.len(), result.cards.len());
+                assert!(result.cards.iter().all(|c| c.tx_id.is_some()));
                 assert_eq!(result.unreadable, 0);
                 // Better answers earn more, whoever judges; the cost term lowers every reward alike.
                 let s = &result.panel_scores;
@@ -89,24 +134,22 @@ async fn rounds_pay_their_panel_reward_good_answers_and_stop_when_the_budget_is_
                         count().await,
                     );
                     let replay =
-                        judge_round(&ledger, budget, "round-0", &scenario, &answers, &config)
-                            .await
-                            .unwrap();
+                        bandit_round(&ledger, budget, "round-0", &task, &answers, &config).await;
                     let RoundOutcome::Judged(replay) = replay else {
                         panic!("the replay was skipped")
                     };
-                    let mut heard = replay.cards.clone();
+                    let mut heard = replay.slugs();
                     heard.sort();
                     assert_eq!(Some(&heard), first_panel.as_ref());
                     assert_eq!(ledger.balance(budget).await.unwrap().available.0, before);
                     assert_eq!(count().await, evaluations);
                 }
                 first_panel.get_or_insert_with(|| {
-                    let mut cards = result.cards.clone();
+                    let mut cards = result.slugs();
                     cards.sort();
                     cards
                 });
-                seen_cards.extend(result.cards);
+                seen_cards.extend(result.slugs());
                 rounds += 1;
             }
             RoundOutcome::Skipped { reason } => break reason,
@@ -139,9 +182,7 @@ async fn rounds_pay_their_panel_reward_good_answers_and_stop_when_the_budget_is_
 
     // Replaying a round with its key pays nothing again.
     let before = ledger.balance(budget).await.unwrap().available.0;
-    let _ = judge_round(&ledger, budget, "round-0", &scenario, &answers, &config)
-        .await
-        .unwrap();
+    let _ = bandit_round(&ledger, budget, "round-0", &task, &answers, &config).await;
     assert_eq!(ledger.balance(budget).await.unwrap().available.0, before);
 
     let report = lachesis::ledger::reconcile::reconcile(&db).await.unwrap();

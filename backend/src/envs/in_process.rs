@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use anyhow::Context;
-use lachesis_inference::Engine;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -49,10 +48,10 @@ pub fn spawn(
     specs: &[EnvSpec],
     api: &str,
     api_token: Option<String>,
-    engine: Option<&Engine>,
-    db: &sqlx::PgPool,
+    state: &crate::app::AppState,
     shutdown: &watch::Receiver<bool>,
 ) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    let (engine, db) = (state.engine.as_ref(), &state.db);
     if specs.is_empty() {
         return Ok(Vec::new());
     }
@@ -75,6 +74,25 @@ pub fn spawn(
                 .with_sink(streamer);
             let env = Arc::new(env);
             handles.push(tokio::spawn(crate::spatial::showcase(
+                env.clone(),
+                policy.clone(),
+                shutdown.clone(),
+            )));
+            env
+        } else if spec.name == super::pay_to_play::NAME {
+            // Pays through the server's ledger and settler; the embedded model answers, chooses
+            // cards when asked to, and runs the model cards. A showcase loop keeps episodes coming
+            // while no trainer is attached, so the marketplace page shows a run from the start.
+            let market = super::pay_to_play::Marketplace {
+                ledger: state.ledger.clone(),
+                settler: state.settler.clone(),
+                judges: crate::marketplace::judges::Judges::new(Some(policy.clone())),
+            };
+            let env = Arc::new(
+                super::pay_to_play::PayToPlayEnv::new(&spec.options, market)
+                    .with_context(|| format!("--env {}", spec.name))?,
+            );
+            handles.push(tokio::spawn(super::pay_to_play::showcase(
                 env.clone(),
                 policy.clone(),
                 shutdown.clone(),

@@ -16,6 +16,7 @@ pub mod client;
 pub mod evaluate;
 pub mod in_process;
 pub mod pacing;
+pub mod pay_to_play;
 pub mod process;
 pub mod runner;
 pub mod spatial;
@@ -35,7 +36,13 @@ use crate::policy::{Policy, PolicyError, Rollout};
 pub type Item = Value;
 
 /// The built-in environments `build` knows, for `lachesis env list` and error messages.
-pub const BUILTIN: &[&str] = &[arithmetic::NAME, chess_player::NAME, spatial::NAME];
+pub const BUILTIN: &[&str] = &[
+    arithmetic::NAME,
+    cat_caretaker::NAME,
+    chess_player::NAME,
+    pay_to_play::NAME,
+    spatial::NAME,
+];
 
 /// An environment's fixed settings (atroposlib's `BaseEnvConfig`, the parts that shape groups).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -209,11 +216,58 @@ pub trait Environment: Send + Sync {
 pub fn build(name: &str, options: &EnvOptions) -> Result<Box<dyn Environment>, EnvError> {
     match name {
         arithmetic::NAME => Ok(Box::new(arithmetic::ArithmeticEnv::new(options)?)),
+        cat_caretaker::NAME => Ok(Box::new(cat_caretaker::CatCaretakerEnv::new(options)?)),
         chess_player::NAME => Ok(Box::new(chess_player::ChessPlayerEnv::new(options)?)),
+        // Pays its judges through the ledger: built by the server (`in_process`), which has one.
+        pay_to_play::NAME => Err(EnvError::InvalidOption(
+            "pay_to_play runs inside `lachesis serve --env pay_to_play` (it pays through the ledger)"
+                .into(),
+        )),
         spatial::NAME => Ok(Box::new(spatial::SpatialEnv::new(options)?)),
         _ => Err(EnvError::UnknownEnv {
             name: name.to_string(),
         }),
+    }
+}
+
+impl EnvConfig {
+    /// The environment's defaults with what `options` overrides; group size and completion budget
+    /// must stay positive.
+    pub fn from_options(options: &EnvOptions, defaults: EnvConfig) -> Result<Self, EnvError> {
+        let config = EnvConfig {
+            group_size: options.group_size.unwrap_or(defaults.group_size),
+            max_tokens: options.max_tokens.unwrap_or(defaults.max_tokens),
+            temperature: options.temperature.unwrap_or(defaults.temperature),
+            ..defaults
+        };
+        if config.group_size == 0 || config.max_tokens == 0 {
+            return Err(EnvError::InvalidOption(
+                "group_size and max_tokens must be positive".into(),
+            ));
+        }
+        Ok(config)
+    }
+}
+
+/// An environment's own settings from `options.settings`, unknown keys refused.
+pub fn parse_settings<T: serde::de::DeserializeOwned>(
+    name: &str,
+    options: &EnvOptions,
+) -> Result<T, EnvError> {
+    serde_json::from_value(Value::Object(options.settings.clone()))
+        .map_err(|e| EnvError::InvalidOption(format!("{name}: {e}")))
+}
+
+/// A one-key item that only carries the seed its task is drawn from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeedItem {
+    pub seed: u64,
+}
+
+impl SeedItem {
+    pub fn parse(item: Item) -> Result<Self, EnvError> {
+        serde_json::from_value(item).map_err(|e| EnvError::InvalidItem(e.to_string()))
     }
 }
 

@@ -18,7 +18,10 @@ pub fn routes() -> Router<AppState> {
 }
 
 /// The teams whose accounts the caller sees; `None` for all accounts.
-async fn visible_teams(state: &AppState, viewer: &Viewer) -> Result<Option<Vec<i64>>, AppError> {
+pub(crate) async fn visible_teams(
+    state: &AppState,
+    viewer: &Viewer,
+) -> Result<Option<Vec<i64>>, AppError> {
     match viewer {
         Viewer::Open | Viewer::Admin => Ok(None),
         Viewer::User { id, .. } => Ok(Some(
@@ -75,6 +78,17 @@ async fn statement(
     .fetch_optional(&state.db)
     .await?;
     let account = account.ok_or(AppError::NotFound("account"))?;
+    statement_lines(&state.db, account, query.before)
+        .await
+        .map(Json)
+}
+
+/// The newest 200 lines of account `account`'s statement, before transaction `before`.
+pub(crate) async fn statement_lines(
+    db: &sqlx::PgPool,
+    account: i64,
+    before: Option<i64>,
+) -> Result<Vec<StatementLine>, AppError> {
     let rows = sqlx::query(
         "SELECT t.id, t.kind, t.memo, t.chain_tx, e.amount,
                 to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS at,
@@ -85,8 +99,8 @@ async fn statement(
          ORDER BY t.id DESC LIMIT 200",
     )
     .bind(account)
-    .bind(query.before)
-    .fetch_all(&state.db)
+    .bind(before)
+    .fetch_all(db)
     .await?;
     rows.iter()
         .map(|row| {
@@ -103,5 +117,4 @@ async fn statement(
             })
         })
         .collect::<Result<_, AppError>>()
-        .map(Json)
 }

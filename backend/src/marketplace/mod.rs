@@ -2,6 +2,8 @@
 //! them, and how a judge's verdict is read.
 
 pub mod cards;
+pub mod feed;
+pub mod judges;
 pub mod panel;
 pub mod routes;
 pub mod selection;

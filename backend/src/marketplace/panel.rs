@@ -1,19 +1,20 @@
-//! One Pay-to-Play judging round: choose a panel of cards under the budget left, pay each through
-//! the ledger, have every card score every answer, and turn the panel's scores into rewards.
+//! One Pay-to-Play judging round: the panel chosen for an episode is paid through the settler,
+//! every card scores every answer, and the panel's scores become rewards.
 //!
 //! Cards that need a model run only where one is given; the rubric cards always can. Each card's
 //! usefulness (its agreement with the panel) is recorded with its evaluations, which is what the
-//! bandit learns from on the next round.
+//! bandit learns from on the next round. Evaluation mode hears every runnable card, unpaid.
 
-use lachesis_shared::cats::CatScenario;
+use lachesis_shared::cats::CatTask;
 use lachesis_shared::ledger::MicroUsdc;
-use lachesis_shared::marketplace::JudgeBackend;
+use lachesis_shared::marketplace::{JudgeBackend, PaidCard, PanelChoice};
 use sqlx::{PgPool, Row};
 
+use super::judges::Judges;
 use super::selection::{CardArm, UcbPolicy};
 use super::verdict::parse_judge_score;
-use crate::envs::cat_caretaker::rubric::score_answer;
-use crate::ledger::{AccountId, Ledger, LedgerError, Settlement, Transfer};
+use crate::ledger::{AccountId, Ledger, LedgerError, Transfer};
+use crate::settlement::{SettleError, Settler};
 
 /// How a round is run.
 #[derive(Debug, Clone)]
@@ -38,11 +39,10 @@ pub enum RoundOutcome {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PanelResult {
-    /// The cards paid and heard, by slug.
-    pub cards: Vec<String>,
+    /// The cards heard, in panel order.
+    pub cards: Vec<PaidCard>,
+    pub choice: PanelChoice,
     pub paid: MicroUsdc,
-    /// The ledger transactions of the payments.
-    pub payments: Vec<i64>,
     /// Per answer: the panel's mean score.
     pub panel_scores: Vec<f64>,
     /// Per answer: the panel score minus the cost term.
@@ -51,10 +51,18 @@ pub struct PanelResult {
     pub unreadable: usize,
 }
 
+impl PanelResult {
+    pub fn slugs(&self) -> Vec<String> {
+        self.cards.iter().map(|c| c.slug.clone()).collect()
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum PanelError {
     #[error(transparent)]
     Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    Settle(#[from] SettleError),
     #[error("database: {0}")]
     Db(#[from] sqlx::Error),
     #[error("stored card does not parse: {0}")]
@@ -63,94 +71,116 @@ pub enum PanelError {
     Record(String),
 }
 
-struct Card {
+/// A listed card as a round needs it.
+#[derive(Debug, Clone)]
+pub struct Card {
     id: i64,
-    slug: String,
-    price: i64,
+    pub slug: String,
+    pub name: String,
+    pub specialties: Vec<String>,
+    pub price: i64,
     account: AccountId,
-    judge: JudgeBackend,
+    pub judge: JudgeBackend,
 }
 
-/// The listed cards that can judge here (rubric cards), with what the bandit knows of each.
-async fn runnable_cards(db: &PgPool) -> Result<(Vec<Card>, Vec<CardArm>), PanelError> {
-    let rows = sqlx::query(
-        "SELECT c.id, c.slug, c.price, c.account_id, c.judge, count(e.id) AS pulls,
-                coalesce(sum(1 - abs(e.score - e.consensus)), 0) AS value_sum
-         FROM agent_cards c LEFT JOIN card_evaluations e ON e.card_id = c.id
-         WHERE c.listed AND c.judge ->> 'kind' = 'rubric'
-         GROUP BY c.id ORDER BY c.id",
-    )
-    .fetch_all(db)
-    .await?;
-    let mut cards = Vec::new();
-    let mut arms = Vec::new();
-    for row in rows {
-        let judge: serde_json::Value = row.try_get("judge")?;
-        let judge: JudgeBackend =
-            serde_json::from_value(judge).map_err(|e| PanelError::BadCard(e.to_string()))?;
-        let card = Card {
-            id: row.try_get("id")?,
-            slug: row.try_get("slug")?,
-            price: row.try_get("price")?,
-            account: AccountId(row.try_get("account_id")?),
-            judge,
+/// The cards that can judge here and what the bandit knows of each, index for index.
+#[derive(Debug, Clone)]
+pub struct Market {
+    pub cards: Vec<Card>,
+    pub arms: Vec<CardArm>,
+}
+
+impl Market {
+    pub async fn load(db: &PgPool, judges: &Judges) -> Result<Market, PanelError> {
+        let rows = sqlx::query(
+            "SELECT c.id, c.slug, c.name, c.specialties, c.price, c.account_id, c.judge,
+                    count(e.id) AS pulls,
+                    coalesce(sum(1 - abs(e.score - e.consensus)), 0) AS value_sum
+             FROM agent_cards c LEFT JOIN card_evaluations e ON e.card_id = c.id
+             WHERE c.listed GROUP BY c.id ORDER BY c.id",
+        )
+        .fetch_all(db)
+        .await?;
+        let mut market = Market {
+            cards: Vec::new(),
+            arms: Vec::new(),
         };
-        let pulls: i64 = row.try_get("pulls")?;
-        arms.push(CardArm {
-            slug: card.slug.clone(),
-            price: card.price,
-            pulls: u32::try_from(pulls).unwrap_or(u32::MAX),
-            value_sum: row.try_get("value_sum")?,
-        });
-        cards.push(card);
+        for row in rows {
+            let judge: serde_json::Value = row.try_get("judge")?;
+            let judge: JudgeBackend =
+                serde_json::from_value(judge).map_err(|e| PanelError::BadCard(e.to_string()))?;
+            if !judges.can_run(&judge) {
+                continue;
+            }
+            let card = Card {
+                id: row.try_get("id")?,
+                slug: row.try_get("slug")?,
+                name: row.try_get("name")?,
+                specialties: row.try_get("specialties")?,
+                price: row.try_get("price")?,
+                account: AccountId(row.try_get("account_id")?),
+                judge,
+            };
+            let pulls: i64 = row.try_get("pulls")?;
+            market.arms.push(CardArm {
+                slug: card.slug.clone(),
+                price: card.price,
+                pulls: u32::try_from(pulls).unwrap_or(u32::MAX),
+                value_sum: row.try_get("value_sum")?,
+            });
+            market.cards.push(card);
+        }
+        Ok(market)
     }
-    Ok((cards, arms))
+
+    pub fn cheapest(&self) -> Option<i64> {
+        self.cards.iter().map(|c| c.price).min()
+    }
+
+    /// The bandit's panel for what the budget has left.
+    pub fn bandit_pick(&self, panel: usize, available: i64) -> Vec<usize> {
+        UcbPolicy::default().select(&self.arms, panel, available)
+    }
+
+    /// The cards a round paid under `key` before (a replay hears the same panel), in card order.
+    pub async fn paid_before(&self, db: &PgPool, key: &str) -> Result<Vec<usize>, PanelError> {
+        let accounts: Vec<i64> = sqlx::query_scalar(
+            "SELECT e.account_id FROM ledger_transactions t JOIN ledger_entries e ON e.tx_id = t.id
+             WHERE left(t.idempotency_key, length($1) + 1) = $1 || '/' AND e.amount > 0",
+        )
+        .bind(key)
+        .fetch_all(db)
+        .await?;
+        Ok((0..self.cards.len())
+            .filter(|&i| accounts.contains(&self.cards[i].account.0))
+            .collect())
+    }
 }
 
-/// A rubric card's verdict text. A specialist reads needs of its own category closely; others it
-/// only sorts roughly into bad, middling and good, pulled towards the middle.
-fn rubric_verdict(judge: &JudgeBackend, answer: &str, scenario: &CatScenario) -> String {
-    let mut verdict = score_answer(answer, scenario);
-    if let JudgeBackend::Rubric { lens: Some(lens) } = judge
-        && *lens != scenario.category
-    {
-        let rough = (verdict.score * 2.0).round() / 2.0;
-        verdict.score = 0.5 + (rough - 0.5) * 0.5;
-    }
-    verdict.to_judge_text()
+/// One episode's round: whose budget pays, under which key, for which answers to which task.
+pub struct Round<'a> {
+    pub key: &'a str,
+    pub budget: AccountId,
+    pub task: &'a CatTask,
+    pub answers: &'a [String],
 }
 
-/// Runs one round for a group of answers to one cat task, paying from `budget`. `key` makes the
-/// payments idempotent: running the same round again pays nothing twice.
+/// Pays the chosen panel and hears it. `key` makes the payments idempotent: running the same
+/// round again pays nothing twice and records nothing twice.
+#[allow(clippy::too_many_arguments)]
 pub async fn judge_round(
     ledger: &Ledger,
-    budget: AccountId,
-    key: &str,
-    scenario: &CatScenario,
-    answers: &[String],
+    settler: &Settler,
+    judges: &Judges,
+    market: &Market,
+    round: &Round<'_>,
+    chosen: Vec<usize>,
+    choice: PanelChoice,
     config: &PanelConfig,
 ) -> Result<RoundOutcome, PanelError> {
-    let db = ledger.pool();
-    let (cards, arms) = runnable_cards(db).await?;
-    let available = ledger.balance(budget).await?.available;
-    // A round run again under its key hears the panel it paid the first time.
-    let paid_before: Vec<i64> = sqlx::query_scalar(
-        "SELECT e.account_id FROM ledger_transactions t JOIN ledger_entries e ON e.tx_id = t.id
-         WHERE left(t.idempotency_key, length($1) + 1) = $1 || '/' AND e.amount > 0",
-    )
-    .bind(key)
-    .fetch_all(db)
-    .await?;
-    let chosen = if paid_before.is_empty() {
-        UcbPolicy::default().select(&arms, config.panel, available.0)
-    } else {
-        (0..cards.len())
-            .filter(|&i| paid_before.contains(&cards[i].account.0))
-            .collect()
-    };
+    let available = ledger.balance(round.budget).await?.available;
     if chosen.is_empty() {
-        let cheapest = cards.iter().map(|c| c.price).min();
-        let reason = match cheapest {
+        let reason = match market.cheapest() {
             Some(price) => format!(
                 "budget spent: {available} USDC left, the cheapest card costs {}",
                 MicroUsdc(price)
@@ -161,27 +191,32 @@ pub async fn judge_round(
     }
     // Pay first: a card that cannot be paid (another round spent the money meanwhile) is dropped.
     let mut panel = Vec::new();
-    let mut payments = Vec::new();
-    let mut paid = 0;
     let mut replayed = true;
     for index in chosen {
-        let card = &cards[index];
-        let payment_key = format!("{key}/{}", card.slug);
+        let card = &market.cards[index];
+        let payment_key = format!("{}/{}", round.key, card.slug);
         let transfer = Transfer {
             key: &payment_key,
-            payer: budget,
+            payer: round.budget,
             payee: card.account,
             amount: MicroUsdc(card.price),
             memo: "judge card",
         };
-        match ledger.pay(&transfer, &Settlement::Simulated).await {
-            Ok(posted) => {
-                replayed &= posted.replayed;
-                payments.push(posted.tx_id);
-                paid += card.price;
-                panel.push((card, posted.tx_id));
+        match settler.pay(ledger, &transfer).await {
+            Ok(paid) => {
+                replayed &= paid.replayed;
+                panel.push((
+                    card,
+                    PaidCard {
+                        slug: card.slug.clone(),
+                        price: MicroUsdc(card.price),
+                        tx_id: Some(paid.tx_id),
+                        chain_tx: paid.chain_tx,
+                        explorer_url: paid.explorer_url,
+                    },
+                ));
             }
-            Err(LedgerError::InsufficientFunds { .. }) => {}
+            Err(e) if e.is_insufficient_funds() => {}
             Err(other) => return Err(other.into()),
         }
     }
@@ -190,23 +225,85 @@ pub async fn judge_round(
             reason: format!("budget spent while paying: {available} USDC was left"),
         });
     }
-    // scores[card][answer], None where the verdict was unreadable.
-    let mut unreadable = 0;
-    let scores: Vec<Vec<Option<f64>>> = panel
+    let cards: Vec<&Card> = panel.iter().map(|(card, _)| *card).collect();
+    let heard = hear(judges, &cards, round.task, round.answers).await;
+    let paid: i64 = cards.iter().map(|c| c.price).sum();
+    let cost_usdc = paid as f64 / MicroUsdc::PER_USDC as f64;
+    let rewards = heard
+        .panel_scores
         .iter()
-        .map(|(card, _)| {
-            answers
-                .iter()
-                .map(|answer| {
-                    let text = rubric_verdict(&card.judge, answer, scenario);
-                    let score = parse_judge_score(&text).ok();
-                    unreadable += usize::from(score.is_none());
-                    score
-                })
-                .collect()
-        })
+        .map(|score| score - config.cost_weight * cost_usdc)
         .collect();
-    let panel_scores: Vec<f64> = (0..answers.len())
+    // A replayed round was recorded the first time.
+    if !replayed {
+        for (i, (card, payment)) in panel.iter().enumerate() {
+            record(ledger.pool(), card, payment.tx_id, &heard, i, &config.run).await?;
+        }
+    }
+    Ok(RoundOutcome::Judged(PanelResult {
+        cards: panel.into_iter().map(|(_, paid)| paid).collect(),
+        choice,
+        paid: MicroUsdc(paid),
+        panel_scores: heard.panel_scores,
+        rewards,
+        unreadable: heard.unreadable,
+    }))
+}
+
+/// Evaluation mode: every runnable card scores every answer, nothing is paid or recorded.
+pub async fn evaluate_all(
+    judges: &Judges,
+    market: &Market,
+    task: &CatTask,
+    answers: &[String],
+) -> PanelResult {
+    let cards: Vec<&Card> = market.cards.iter().collect();
+    let heard = hear(judges, &cards, task, answers).await;
+    PanelResult {
+        cards: cards
+            .iter()
+            .map(|c| PaidCard {
+                slug: c.slug.clone(),
+                price: MicroUsdc(c.price),
+                tx_id: None,
+                chain_tx: None,
+                explorer_url: None,
+            })
+            .collect(),
+        choice: PanelChoice::Everyone,
+        paid: MicroUsdc(0),
+        rewards: heard.panel_scores.clone(),
+        panel_scores: heard.panel_scores,
+        unreadable: heard.unreadable,
+    }
+}
+
+/// What a panel said: `scores[card][answer]` (None where unreadable) and the per-answer means.
+struct Heard {
+    scores: Vec<Vec<Option<f64>>>,
+    panel_scores: Vec<f64>,
+    unreadable: usize,
+}
+
+async fn hear(judges: &Judges, cards: &[&Card], task: &CatTask, answers: &[String]) -> Heard {
+    let mut unreadable = 0;
+    let mut scores = Vec::with_capacity(cards.len());
+    for card in cards {
+        let mut by_answer = Vec::with_capacity(answers.len());
+        for answer in answers {
+            let score = match judges.verdict(&card.judge, task, answer).await {
+                Ok(text) => parse_judge_score(&text).ok(),
+                Err(e) => {
+                    tracing::warn!(card = %card.slug, error = %e, "judge gave no verdict");
+                    None
+                }
+            };
+            unreadable += usize::from(score.is_none());
+            by_answer.push(score);
+        }
+        scores.push(by_answer);
+    }
+    let panel_scores = (0..answers.len())
         .map(|i| {
             let heard: Vec<f64> = scores.iter().filter_map(|by_card| by_card[i]).collect();
             if heard.is_empty() {
@@ -216,39 +313,41 @@ pub async fn judge_round(
             }
         })
         .collect();
-    let cost_usdc = paid as f64 / MicroUsdc::PER_USDC as f64;
-    let rewards = panel_scores
-        .iter()
-        .map(|score| score - config.cost_weight * cost_usdc)
-        .collect();
-    // The price of a card's round is spread over its evaluations, the remainder on the first. A
-    // replayed round was recorded the first time.
-    for ((card, payment), by_answer) in panel.iter().zip(&scores).filter(|_| !replayed) {
-        let n = by_answer.iter().flatten().count().max(1) as i64;
-        let mut first = true;
-        for (score, consensus) in by_answer.iter().zip(&panel_scores) {
-            let Some(score) = score else { continue };
-            let share = card.price / n + if first { card.price % n } else { 0 };
-            first = false;
-            super::cards::record_evaluation(
-                db,
-                card.id,
-                &config.run,
-                *score,
-                Some(*consensus),
-                MicroUsdc(share),
-                Some(*payment),
-            )
-            .await
-            .map_err(|e| PanelError::Record(e.to_string()))?;
-        }
-    }
-    Ok(RoundOutcome::Judged(PanelResult {
-        cards: panel.iter().map(|(c, _)| c.slug.clone()).collect(),
-        paid: MicroUsdc(paid),
-        payments,
+    Heard {
+        scores,
         panel_scores,
-        rewards,
         unreadable,
-    }))
+    }
+}
+
+/// Records card `index`'s evaluations. The price of its round is spread over them, the remainder
+/// on the first, so a card's evaluations add up to what it was paid.
+async fn record(
+    db: &PgPool,
+    card: &Card,
+    payment: Option<i64>,
+    heard: &Heard,
+    index: usize,
+    run: &str,
+) -> Result<(), PanelError> {
+    let by_answer = &heard.scores[index];
+    let n = by_answer.iter().flatten().count().max(1) as i64;
+    let mut first = true;
+    for (score, consensus) in by_answer.iter().zip(&heard.panel_scores) {
+        let Some(score) = score else { continue };
+        let share = card.price / n + if first { card.price % n } else { 0 };
+        first = false;
+        super::cards::record_evaluation(
+            db,
+            card.id,
+            run,
+            *score,
+            Some(*consensus),
+            MicroUsdc(share),
+            payment,
+        )
+        .await
+        .map_err(|e| PanelError::Record(e.to_string()))?;
+    }
+    Ok(())
 }

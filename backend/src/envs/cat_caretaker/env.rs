@@ -1,0 +1,248 @@
+//! `cat_caretaker`: the model is the caretaker of a simulated cat, over up to `max_turns` turns.
+//! Each sequence of a group is its own dialogue from the same opening; the rubric judges the whole
+//! dialogue (remedies named, fewer turns better). The rollout trained on is the last caretaker
+//! turn, conditioned on the whole dialogue before it, so every turn's context is in the tokens.
+
+use std::sync::Mutex;
+
+use futures::FutureExt;
+use futures::future::{BoxFuture, join_all};
+use lachesis_inference::ChatMessage;
+use lachesis_shared::cats::{CatTask, CatTurn};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::data::CatData;
+use super::dialogue::{caretaker_messages, cat_reply, is_final, opening, rubric_verdict};
+use crate::envs::{
+    Collected, EnvConfig, EnvError, EnvOptions, Environment, EvalOutcome, Item, ScoredGroup,
+    ScoredSequence, SeedItem, generation_params, parse_settings,
+};
+use crate::policy::{Policy, PolicyRequest, Rollout};
+
+pub const NAME: &str = "cat_caretaker";
+const EVAL_SEED: u64 = 0xca7_0000;
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    /// Caretaker turns before the judge decides (1 makes it single-turn).
+    pub max_turns: usize,
+    pub eval_size: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            max_turns: 3,
+            eval_size: 20,
+        }
+    }
+}
+
+pub struct CatCaretakerEnv {
+    config: EnvConfig,
+    settings: Settings,
+    data: &'static CatData,
+    rng: Mutex<StdRng>,
+}
+
+/// One finished dialogue: its turns, the last caretaker rollout and the verdict's score.
+pub struct Dialogue {
+    pub turns: Vec<CatTurn>,
+    pub last: Rollout,
+    pub score: f64,
+}
+
+impl CatCaretakerEnv {
+    pub fn new(options: &EnvOptions) -> Result<Self, EnvError> {
+        let settings: Settings = parse_settings(NAME, options)?;
+        if !(1..=8).contains(&settings.max_turns) {
+            return Err(EnvError::InvalidOption("max_turns must be 1..=8".into()));
+        }
+        let config = EnvConfig::from_options(
+            options,
+            EnvConfig {
+                group_size: 4,
+                max_tokens: 64,
+                ..EnvConfig::default()
+            },
+        )?;
+        let data = CatData::builtin().map_err(|e| EnvError::Other(e.to_string()))?;
+        Ok(Self {
+            config,
+            settings,
+            data,
+            rng: Mutex::new(StdRng::seed_from_u64(options.seed)),
+        })
+    }
+
+    fn request(&self, turns: &[CatTurn], n: usize, temperature: f32) -> PolicyRequest {
+        PolicyRequest {
+            messages: caretaker_messages(self.data, turns),
+            n,
+            max_tokens: self.config.max_tokens,
+            temperature,
+            top_p: self.config.top_p,
+            stop: vec!["\n\n".into()],
+        }
+    }
+
+    /// Plays one dialogue on from `turns` (ending with a caretaker turn whose rollout is `last`).
+    async fn play_on(
+        &self,
+        task: &CatTask,
+        mut turns: Vec<CatTurn>,
+        mut last: Rollout,
+        policy: &dyn Policy,
+        temperature: f32,
+    ) -> Result<Dialogue, EnvError> {
+        let caretaker_turns = |turns: &[CatTurn]| {
+            turns
+                .iter()
+                .filter(|t| matches!(t, CatTurn::Caretaker { .. }))
+                .count()
+        };
+        while !is_final(&last.completion) && caretaker_turns(&turns) < self.settings.max_turns {
+            turns.push(cat_reply(task, &turns));
+            let mut rollouts = policy
+                .complete(self.request(&turns, 1, temperature))
+                .await?;
+            last = rollouts
+                .pop()
+                .ok_or_else(|| EnvError::Other("the policy returned no rollout".into()))?;
+            turns.push(CatTurn::Caretaker {
+                text: last.completion.trim().to_string(),
+            });
+        }
+        let score = rubric_verdict(task, &turns).score;
+        Ok(Dialogue { turns, last, score })
+    }
+
+    /// A group of dialogues from one task's opening.
+    pub async fn dialogues(
+        &self,
+        task: &CatTask,
+        n: usize,
+        policy: &dyn Policy,
+        temperature: f32,
+    ) -> Result<Vec<Dialogue>, EnvError> {
+        let start = vec![opening(task)];
+        let firsts = policy
+            .complete(self.request(&start, n, temperature))
+            .await?;
+        let plays = firsts.into_iter().map(|first| {
+            let mut turns = start.clone();
+            turns.push(CatTurn::Caretaker {
+                text: first.completion.trim().to_string(),
+            });
+            self.play_on(task, turns, first, policy, temperature)
+        });
+        join_all(plays).await.into_iter().collect()
+    }
+
+    async fn collect_group(&self, item: Item, policy: &dyn Policy) -> Result<Collected, EnvError> {
+        let SeedItem { seed } = SeedItem::parse(item)?;
+        let task = self.data.task(seed);
+        let dialogues = self
+            .dialogues(
+                &task,
+                self.config.group_size,
+                policy,
+                self.config.temperature,
+            )
+            .await?;
+        let sequences = dialogues
+            .into_iter()
+            .map(|d| {
+                let mut messages = caretaker_messages(self.data, &d.turns);
+                messages.push(ChatMessage::new(
+                    "user",
+                    format!("Judge: {}", rubric_verdict(&task, &d.turns).text),
+                ));
+                ScoredSequence {
+                    messages,
+                    score: d.score,
+                    rollout: d.last,
+                    overrides: None,
+                }
+            })
+            .collect();
+        Ok(Collected {
+            group: Some(ScoredGroup {
+                sequences,
+                generation_params: generation_params(&self.config, policy),
+                group_overrides: None,
+            }),
+            backlog: Vec::new(),
+        })
+    }
+
+    async fn evaluate_set(&self, policy: &dyn Policy) -> Result<EvalOutcome, EnvError> {
+        let mut samples = Vec::new();
+        let (mut total, mut solved, mut turns_used) = (0.0, 0usize, 0usize);
+        for i in 0..self.settings.eval_size {
+            let task = self.data.task(EVAL_SEED + i as u64);
+            let mut dialogues = self.dialogues(&task, 1, policy, 0.0).await?;
+            let Some(d) = dialogues.pop() else { continue };
+            let verdict = rubric_verdict(&task, &d.turns);
+            total += verdict.score;
+            solved += usize::from(!verdict.matched.is_empty());
+            turns_used += d.turns.len() / 2;
+            samples.push(json!({"id": i, "scenario": task.scenario.scenario,
+                "category": task.scenario.category, "turns": d.turns, "score": verdict.score,
+                "matched": verdict.matched}));
+        }
+        let n = self.settings.eval_size.max(1) as f64;
+        let metrics = [
+            ("eval/mean_score", total / n),
+            ("eval/need_addressed_rate", solved as f64 / n),
+            ("eval/mean_turns", turns_used as f64 / n),
+            ("eval/n", self.settings.eval_size as f64),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        Ok(EvalOutcome { metrics, samples })
+    }
+}
+
+impl Environment for CatCaretakerEnv {
+    fn name(&self) -> String {
+        NAME.to_string()
+    }
+
+    fn config(&self) -> EnvConfig {
+        self.config.clone()
+    }
+
+    fn setup(&self) -> BoxFuture<'_, Result<(), EnvError>> {
+        futures::future::ready(Ok(())).boxed()
+    }
+
+    fn next_item(&self) -> BoxFuture<'_, Result<Option<Item>, EnvError>> {
+        let seed = self
+            .rng
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .random::<u64>();
+        futures::future::ready(Ok(Some(json!({ "seed": seed })))).boxed()
+    }
+
+    fn collect<'a>(
+        &'a self,
+        item: Item,
+        policy: &'a dyn Policy,
+    ) -> BoxFuture<'a, Result<Collected, EnvError>> {
+        self.collect_group(item, policy).boxed()
+    }
+
+    fn evaluate<'a>(
+        &'a self,
+        policy: &'a dyn Policy,
+    ) -> BoxFuture<'a, Result<EvalOutcome, EnvError>> {
+        self.evaluate_set(policy).boxed()
+    }
+}

@@ -1,0 +1,471 @@
+//! `pay_to_play`: each episode the agent sees a cat task and its budget, a panel of judge cards is
+//! chosen (by the cost-aware bandit over the cards' history, or by the model itself in strict JSON
+//! with the bandit as fallback), paid through the ledger, and every card scores each of the
+//! group's answers. The reward is the panel's mean score minus λ per USDC spent. A spent budget
+//! skips the episode with its reason on the marketplace feed; evaluation hears every card unpaid.
+//!
+//! The cost term lowers a group's rewards alike (one panel judges all its answers), so GRPO's
+//! advantages do not see it: it matters to trainers that read absolute rewards, and to whoever
+//! compares runs by reward net of spend.
+
+pub mod prompts;
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use lachesis_inference::ChatMessage;
+use lachesis_shared::ledger::{AccountKind, MicroUsdc};
+use lachesis_shared::marketplace::{MarketEvent, PanelChoice, RoundEvent, SkippedEvent};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::cat_caretaker::data::CatData;
+use super::{
+    Collected, EnvConfig, EnvError, EnvOptions, Environment, EvalOutcome, Item, ScoredGroup,
+    ScoredSequence, SeedItem, generation_params, parse_settings,
+};
+use crate::ledger::{AccountId, Ledger};
+use crate::marketplace::feed::{self, budget_account};
+use crate::marketplace::judges::Judges;
+use crate::marketplace::panel::{
+    Market, PanelConfig, PanelResult, Round, RoundOutcome, evaluate_all, judge_round,
+};
+use crate::marketplace::selection::parse_llm_selection;
+use crate::policy::{Policy, PolicyRequest};
+use crate::settlement::Settler;
+
+pub const NAME: &str = "pay_to_play";
+const EVAL_SEED: u64 = 0x9a7_0000;
+/// After a skipped episode the environment waits this long before the next, so a spent budget
+/// does not spin the runner.
+const SKIP_PAUSE: Duration = Duration::from_secs(5);
+/// How much of each answer the feed keeps.
+const FEED_ANSWER_CHARS: usize = 280;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Selection {
+    Bandit,
+    Llm,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    /// The run the budget and the evaluations belong to.
+    pub run: String,
+    /// The budget the run's agent is funded with once, in USDC (e.g. "2.5").
+    pub budget_usdc: String,
+    /// Cards per panel, at most.
+    pub panel: usize,
+    /// λ: reward lost per USDC spent on the panel.
+    pub cost_weight: f64,
+    pub selection: Selection,
+    pub eval_size: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            run: "pay-to-play".into(),
+            budget_usdc: "1".into(),
+            panel: 2,
+            cost_weight: 1.0,
+            selection: Selection::Bandit,
+            eval_size: 8,
+        }
+    }
+}
+
+/// What the environment pays and judges with.
+#[derive(Clone)]
+pub struct Marketplace {
+    pub ledger: Ledger,
+    pub settler: Settler,
+    pub judges: Judges,
+}
+
+pub struct PayToPlayEnv {
+    config: EnvConfig,
+    settings: Settings,
+    budget: MicroUsdc,
+    market: Marketplace,
+    data: &'static CatData,
+    rng: Mutex<StdRng>,
+    account: tokio::sync::OnceCell<AccountId>,
+}
+
+impl PayToPlayEnv {
+    pub fn new(options: &EnvOptions, market: Marketplace) -> Result<Self, EnvError> {
+        let settings: Settings = parse_settings(NAME, options)?;
+        let budget = MicroUsdc::parse_usdc(&settings.budget_usdc)
+            .filter(|b| b.0 > 0)
+            .ok_or_else(|| {
+                EnvError::InvalidOption(format!(
+                    "budget_usdc {:?} is not a positive USDC amount",
+                    settings.budget_usdc
+                ))
+            })?;
+        if !(1..=8).contains(&settings.panel) || !settings.cost_weight.is_finite() {
+            return Err(EnvError::InvalidOption(
+                "panel must be 1..=8 and cost_weight finite".into(),
+            ));
+        }
+        // The run's name goes into ledger account names.
+        if settings.run.is_empty()
+            || !settings
+                .run
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.:-".contains(c))
+        {
+            return Err(EnvError::InvalidOption(
+                "run must be letters, digits and _.:- only".into(),
+            ));
+        }
+        let config = EnvConfig::from_options(
+            options,
+            EnvConfig {
+                group_size: 4,
+                max_tokens: 64,
+                ..EnvConfig::default()
+            },
+        )?;
+        let data = CatData::builtin().map_err(|e| EnvError::Other(e.to_string()))?;
+        Ok(Self {
+            config,
+            settings,
+            budget,
+            market,
+            data,
+            rng: Mutex::new(StdRng::seed_from_u64(options.seed)),
+            account: tokio::sync::OnceCell::new(),
+        })
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The run's budget account, created and funded once (the funding's key makes it so).
+    async fn budget_account(&self) -> Result<AccountId, EnvError> {
+        self.account
+            .get_or_try_init(|| async {
+                let ledger = &self.market.ledger;
+                let name = budget_account(&self.settings.run);
+                let account = ledger
+                    .account(&name, AccountKind::Budget, None, None)
+                    .await
+                    .map_err(other)?;
+                ledger
+                    .fund(&format!("fund/{}", self.settings.run), account, self.budget)
+                    .await
+                    .map_err(other)?;
+                Ok(account)
+            })
+            .await
+            .copied()
+    }
+
+    /// The panel for this episode and how it was chosen.
+    async fn choose(
+        &self,
+        task: &lachesis_shared::cats::CatTask,
+        market: &Market,
+        available: MicroUsdc,
+        policy: &dyn Policy,
+    ) -> (Vec<usize>, PanelChoice) {
+        let bandit = || market.bandit_pick(self.settings.panel, available.0);
+        if self.settings.selection == Selection::Bandit {
+            return (bandit(), PanelChoice::Bandit);
+        }
+        let request = PolicyRequest {
+            messages: prompts::selection_messages(task, market, self.settings.panel, available),
+            n: 1,
+            max_tokens: 96,
+            temperature: 0.3,
+            top_p: 1.0,
+            stop: Vec::new(),
+        };
+        let answer = match policy.complete(request).await {
+            Ok(mut rollouts) => rollouts.pop().map(|r| r.completion).unwrap_or_default(),
+            Err(e) => {
+                let reason = format!("the model failed: {e}");
+                return (bandit(), PanelChoice::LlmFallback { reason });
+            }
+        };
+        match parse_llm_selection(&answer, &market.arms, self.settings.panel, available.0) {
+            Ok(selection) => (selection.cards, PanelChoice::Llm),
+            Err(e) => (
+                bandit(),
+                PanelChoice::LlmFallback {
+                    reason: e.to_string(),
+                },
+            ),
+        }
+    }
+
+    /// One episode: returns the group (None when skipped) after publishing it to the feed.
+    pub async fn episode(&self, seed: u64, policy: &dyn Policy) -> Result<Collected, EnvError> {
+        let task = self.data.task(seed);
+        let key = format!("{}/episode/{seed:016x}", self.settings.run);
+        let budget = self.budget_account().await?;
+        let ledger = &self.market.ledger;
+        let db = ledger.pool();
+        let market = Market::load(db, &self.market.judges).await.map_err(other)?;
+        let available = ledger.balance(budget).await.map_err(other)?.available;
+        let replayed = market.paid_before(db, &key).await.map_err(other)?;
+        let (chosen, choice) = if !replayed.is_empty() {
+            (replayed, PanelChoice::Bandit)
+        } else if market.cheapest().is_none_or(|price| price > available.0) {
+            (Vec::new(), PanelChoice::Bandit)
+        } else {
+            self.choose(&task, &market, available, policy).await
+        };
+        // A round that cannot pay anyone skips before any answer is generated.
+        let rollouts = if chosen.is_empty() {
+            Vec::new()
+        } else {
+            let request = PolicyRequest {
+                messages: prompts::answer_messages(&task, available),
+                n: self.config.group_size,
+                max_tokens: self.config.max_tokens,
+                temperature: self.config.temperature,
+                top_p: self.config.top_p,
+                stop: vec!["\n\n".into()],
+            };
+            policy.complete(request).await?
+        };
+        let answers: Vec<String> = rollouts.iter().map(|r| r.completion.clone()).collect();
+        let round = Round {
+            key: &key,
+            budget,
+            task: &task,
+            answers: &answers,
+        };
+        let panel_config = PanelConfig {
+            run: self.settings.run.clone(),
+            panel: self.settings.panel,
+            cost_weight: self.settings.cost_weight,
+        };
+        let outcome = judge_round(
+            ledger,
+            &self.market.settler,
+            &self.market.judges,
+            &market,
+            &round,
+            chosen,
+            choice,
+            &panel_config,
+        )
+        .await
+        .map_err(other)?;
+        let budget_left = ledger.balance(budget).await.map_err(other)?.available;
+        let at = feed::now(db).await.map_err(other)?;
+        let result = match outcome {
+            RoundOutcome::Skipped { reason } => {
+                let event = MarketEvent::Skipped(SkippedEvent {
+                    run: self.settings.run.clone(),
+                    episode: key,
+                    at,
+                    reason,
+                    budget_left,
+                });
+                feed::record(db, &event).await.map_err(other)?;
+                tokio::time::sleep(SKIP_PAUSE).await;
+                return Ok(Collected::default());
+            }
+            RoundOutcome::Judged(result) => result,
+        };
+        let event = MarketEvent::Round(Box::new(RoundEvent {
+            run: self.settings.run.clone(),
+            episode: key,
+            at,
+            task: prompts::task_text(&task),
+            category: task.scenario.category,
+            choice: result.choice.clone(),
+            cards: result.cards.clone(),
+            paid: result.paid,
+            budget_left,
+            panel_scores: result.panel_scores.clone(),
+            rewards: result.rewards.clone(),
+            answers: answers
+                .iter()
+                .map(|a| a.chars().take(FEED_ANSWER_CHARS).collect())
+                .collect(),
+        }));
+        feed::record(db, &event).await.map_err(other)?;
+        let prompt = prompts::answer_messages(&task, available);
+        Ok(Collected {
+            group: Some(self.group(prompt, rollouts, &result, policy)),
+            backlog: Vec::new(),
+        })
+    }
+
+    fn group(
+        &self,
+        prompt: Vec<ChatMessage>,
+        rollouts: Vec<crate::policy::Rollout>,
+        result: &PanelResult,
+        policy: &dyn Policy,
+    ) -> ScoredGroup {
+        let panel = result.slugs().join(", ");
+        let sequences = rollouts
+            .into_iter()
+            .zip(&result.rewards)
+            .zip(&result.panel_scores)
+            .map(|((rollout, &reward), &score)| {
+                let mut messages = prompt.clone();
+                messages.push(ChatMessage::new("assistant", rollout.completion.clone()));
+                messages.push(ChatMessage::new(
+                    "user",
+                    format!(
+                        "Judges ({panel}, {} USDC): panel score {score:.3}",
+                        result.paid
+                    ),
+                ));
+                ScoredSequence {
+                    messages,
+                    rollout,
+                    score: reward,
+                    overrides: None,
+                }
+            })
+            .collect();
+        ScoredGroup {
+            sequences,
+            generation_params: generation_params(&self.config, policy),
+            group_overrides: None,
+        }
+    }
+
+    /// Evaluation mode: answers to a fixed set of tasks, each heard by every card, unpaid.
+    async fn evaluate_set(&self, policy: &dyn Policy) -> Result<EvalOutcome, EnvError> {
+        let market = Market::load(self.market.ledger.pool(), &self.market.judges)
+            .await
+            .map_err(other)?;
+        let (mut total, mut samples) = (0.0, Vec::new());
+        for i in 0..self.settings.eval_size {
+            let task = self.data.task(EVAL_SEED + i as u64);
+            let request = PolicyRequest {
+                messages: prompts::answer_messages(&task, self.budget),
+                n: 1,
+                max_tokens: self.config.max_tokens,
+                temperature: 0.0,
+                top_p: 1.0,
+                stop: vec!["\n\n".into()],
+            };
+            let answers: Vec<String> = policy
+                .complete(request)
+                .await?
+                .into_iter()
+                .map(|r| r.completion)
+                .collect();
+            let heard = evaluate_all(&self.market.judges, &market, &task, &answers).await;
+            let score = heard.panel_scores.first().copied().unwrap_or(0.0);
+            total += score;
+            samples.push(json!({"id": i, "task": prompts::task_text(&task),
+                "answer": answers.first(), "panel_score": score, "cards": heard.slugs(),
+                "unreadable": heard.unreadable}));
+        }
+        let n = self.settings.eval_size.max(1) as f64;
+        let metrics = [
+            ("eval/mean_panel_score", total / n),
+            ("eval/cards", market.cards.len() as f64),
+            ("eval/n", self.settings.eval_size as f64),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        Ok(EvalOutcome { metrics, samples })
+    }
+}
+
+fn other(e: impl std::fmt::Display) -> EnvError {
+    EnvError::Other(e.to_string())
+}
+
+impl Environment for PayToPlayEnv {
+    fn name(&self) -> String {
+        NAME.to_string()
+    }
+
+    fn config(&self) -> EnvConfig {
+        self.config.clone()
+    }
+
+    fn setup(&self) -> BoxFuture<'_, Result<(), EnvError>> {
+        async { self.budget_account().await.map(|_| ()) }.boxed()
+    }
+
+    fn next_item(&self) -> BoxFuture<'_, Result<Option<Item>, EnvError>> {
+        let seed = self
+            .rng
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .random::<u64>();
+        futures::future::ready(Ok(Some(json!({ "seed": seed })))).boxed()
+    }
+
+    fn collect<'a>(
+        &'a self,
+        item: Item,
+        policy: &'a dyn Policy,
+    ) -> BoxFuture<'a, Result<Collected, EnvError>> {
+        async move {
+            let SeedItem { seed } = SeedItem::parse(item)?;
+            self.episode(seed, policy).await
+        }
+        .boxed()
+    }
+
+    fn evaluate<'a>(
+        &'a self,
+        policy: &'a dyn Policy,
+    ) -> BoxFuture<'a, Result<EvalOutcome, EnvError>> {
+        self.evaluate_set(policy).boxed()
+    }
+}
+
+/// Pause between showcase episodes (the model's episodes, while no trainer asks for groups).
+const SHOWCASE_PAUSE: Duration = Duration::from_secs(2);
+const SPENT_PAUSE: Duration = Duration::from_secs(60);
+
+/// Runs episodes until shutdown so the marketplace page shows cards chosen, payments made and the
+/// budget falling even before a trainer attaches; the runner sends groups once one does.
+pub async fn showcase(
+    env: std::sync::Arc<PayToPlayEnv>,
+    policy: std::sync::Arc<dyn Policy>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    if let Err(e) = env.setup().await {
+        tracing::warn!(error = %e, "pay_to_play showcase could not start");
+        return;
+    }
+    loop {
+        let seed = env
+            .rng
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .random::<u64>();
+        let judged = tokio::select! {
+            result = env.episode(seed, policy.as_ref()) => match result {
+                Ok(c) => c.group.is_some(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "pay_to_play showcase episode failed");
+                    false
+                }
+            },
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        };
+        // A spent budget is shown once a minute, not every few seconds.
+        let pause = if judged { SHOWCASE_PAUSE } else { SPENT_PAUSE };
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        }
+    }
+}
