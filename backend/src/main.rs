@@ -73,6 +73,8 @@ enum BenchCommand {
     Chess(lachesis::chess::cli::MoveLatencyArgs),
     /// Ledger payments/s with many concurrent payers, then a reconcile.
     Ledger(lachesis::ledger::bench::LedgerBenchArgs),
+    /// The card bandit's value per dollar on real judged episodes, against an oracle.
+    PayToPlay(lachesis::envs::pay_to_play::bench::PayToPlayBenchArgs),
     /// Training tokens/s of GRPO steps on a llama of given shape (`scripts/bench-train.sh` runs
     /// PyTorch beside it).
     Train(lachesis::trainer::bench::TrainBenchArgs),
@@ -121,6 +123,31 @@ fn main() -> anyhow::Result<()> {
                 } else {
                     std::process::exit(1)
                 }
+            }
+            Command::Bench {
+                which: BenchCommand::PayToPlay(args),
+            } => {
+                let r = lachesis::envs::pay_to_play::bench::run(&args).await?;
+                for (slug, quality, price) in &r.cards {
+                    println!(
+                        "card {slug:<18} price {:>8} USDC  true quality {quality:.3}",
+                        lachesis_shared::ledger::MicroUsdc(*price)
+                    );
+                }
+                println!(
+                    "pay-to-play: {} episodes, panel {}: bandit {:.1} value/USDC over the second \
+                     half, oracle ({} + {}) {:.1}: {:.1}% of the oracle; spent {} USDC; picks {:?}",
+                    r.episodes,
+                    args.panel,
+                    r.bandit_value_per_usdc,
+                    r.oracle_pair.0,
+                    r.oracle_pair.1,
+                    r.oracle_value_per_usdc,
+                    100.0 * r.ratio(),
+                    r.spent,
+                    r.picks
+                );
+                Ok(())
             }
             Command::Bench {
                 which: BenchCommand::Ledger(args),

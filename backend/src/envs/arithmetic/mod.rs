@@ -23,7 +23,6 @@ use lachesis_inference::ChatMessage;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::{
     Collected, EnvConfig, EnvError, EnvOptions, Environment, EvalOutcome, Item, ScoredGroup,
@@ -194,8 +193,7 @@ pub struct ArithmeticEnv {
 
 impl ArithmeticEnv {
     pub fn new(options: &EnvOptions) -> Result<Self, EnvError> {
-        let settings: Settings = serde_json::from_value(Value::Object(options.settings.clone()))
-            .map_err(|e| EnvError::InvalidOption(format!("{NAME}: {e}")))?;
+        let settings: Settings = super::parse_settings(NAME, options)?;
         if !(0..=1_000_000).contains(&settings.max_operand)
             || !(0..=1_000_000).contains(&settings.max_factor)
         {
@@ -215,17 +213,7 @@ impl ArithmeticEnv {
             max_tokens: 96,
             ..EnvConfig::default()
         };
-        let config = EnvConfig {
-            group_size: options.group_size.unwrap_or(defaults.group_size),
-            max_tokens: options.max_tokens.unwrap_or(defaults.max_tokens),
-            temperature: options.temperature.unwrap_or(defaults.temperature),
-            ..defaults
-        };
-        if config.group_size == 0 || config.max_tokens == 0 {
-            return Err(EnvError::InvalidOption(
-                "group_size and max_tokens must be positive".into(),
-            ));
-        }
+        let config = EnvConfig::from_options(options, defaults)?;
         let mut eval_rng = StdRng::seed_from_u64(EVAL_SEED);
         let eval_set = (0..settings.eval_size)
             .map(|_| Problem::random(&mut eval_rng, settings.max_operand, settings.max_factor))

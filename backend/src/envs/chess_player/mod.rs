@@ -24,7 +24,7 @@ use lachesis_shared::chess::rules::{self, fen_of};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::{
     Collected, EnvConfig, EnvError, EnvOptions, Environment, EvalOutcome, Item, ScoredGroup,
@@ -175,25 +175,20 @@ pub struct ChessPlayerEnv {
 
 impl ChessPlayerEnv {
     pub fn new(options: &EnvOptions) -> Result<Self, EnvError> {
-        let settings: Settings = serde_json::from_value(Value::Object(options.settings.clone()))
-            .map_err(|e| EnvError::InvalidOption(format!("{NAME}: {e}")))?;
+        let settings: Settings = super::parse_settings(NAME, options)?;
         if settings.min_plies > settings.max_plies || settings.max_plies > 200 {
             return Err(EnvError::InvalidOption(
                 "min_plies must not exceed max_plies, which is at most 200".into(),
             ));
         }
-        let config = EnvConfig {
-            group_size: options.group_size.unwrap_or(8),
-            max_token_length: 2048,
-            max_tokens: options.max_tokens.unwrap_or(64),
-            temperature: options.temperature.unwrap_or(1.0),
-            ..EnvConfig::default()
-        };
-        if config.group_size == 0 || config.max_tokens == 0 {
-            return Err(EnvError::InvalidOption(
-                "group_size and max_tokens must be positive".into(),
-            ));
-        }
+        let config = EnvConfig::from_options(
+            options,
+            EnvConfig {
+                group_size: 8,
+                max_tokens: 64,
+                ..EnvConfig::default()
+            },
+        )?;
         let mut eval_rng = StdRng::seed_from_u64(EVAL_SEED);
         let eval_set = (0..settings.eval_size)
             .map(|_| draw_position(&mut eval_rng, &settings))

@@ -8,6 +8,7 @@
 //! advantages do not see it: it matters to trainers that read absolute rewards, and to whoever
 //! compares runs by reward net of spend.
 
+pub mod bench;
 pub mod prompts;
 
 use std::sync::Mutex;

@@ -23,7 +23,6 @@ use lachesis_shared::spatial::{Recording, Task, Verdict, describe_task, score};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::{
     Collected, EnvConfig, EnvError, EnvOptions, Environment, EvalOutcome, Item, ScoredGroup,
@@ -155,8 +154,7 @@ pub fn judge(task: &Task, answer: &str) -> (Verdict, Recording, String) {
 
 impl SpatialEnv {
     pub fn new(options: &EnvOptions) -> Result<Self, EnvError> {
-        let settings: Settings = serde_json::from_value(Value::Object(options.settings.clone()))
-            .map_err(|e| EnvError::InvalidOption(format!("{NAME}: {e}")))?;
+        let settings: Settings = super::parse_settings(NAME, options)?;
         if settings.difficulties.is_empty()
             || settings
                 .difficulties
@@ -176,17 +174,7 @@ impl SpatialEnv {
             max_tokens: 160,
             ..EnvConfig::default()
         };
-        let config = EnvConfig {
-            group_size: options.group_size.unwrap_or(defaults.group_size),
-            max_tokens: options.max_tokens.unwrap_or(defaults.max_tokens),
-            temperature: options.temperature.unwrap_or(defaults.temperature),
-            ..defaults
-        };
-        if config.group_size == 0 || config.max_tokens == 0 {
-            return Err(EnvError::InvalidOption(
-                "group_size and max_tokens must be positive".into(),
-            ));
-        }
+        let config = EnvConfig::from_options(options, defaults)?;
         Ok(Self {
             config,
             settings,
