@@ -13,7 +13,7 @@ endif
 LACHESIS_PG_PORT ?= 54329
 export LACHESIS_PG_PORT
 
-.PHONY: run test bench bench-generate bench-fanout bench-physics bench-viewer bench-ledger tools frontend pg-start pg-stop
+.PHONY: run test bench bench-generate bench-fanout bench-physics bench-viewer bench-ledger bench-pay-to-play tools frontend pg-start pg-stop
 
 run:
 	exec scripts/run.sh
@@ -41,6 +41,10 @@ bench-physics:
 # Ledger payments/s with 200 concurrent payers (fsync on), the one-budget race, a reconcile.
 bench-ledger:
 	scripts/bench-ledger.sh $(BENCH_ARGS)
+
+# The card bandit's value per dollar on real judged episodes against an oracle.
+bench-pay-to-play:
+	scripts/bench-pay-to-play.sh $(BENCH_ARGS)
 
 # The spatial viewer's frame rate with 500 objects in headless Chromium.
 bench-viewer:

@@ -136,12 +136,11 @@ fn main() -> anyhow::Result<()> {
                 }
                 println!(
                     "pay-to-play: {} episodes, panel {}: bandit {:.1} value/USDC over the second \
-                     half, oracle ({} + {}) {:.1}: {:.1}% of the oracle; spent {} USDC; picks {:?}",
+                     half, oracle ({}) {:.1}: {:.1}% of the oracle; spent {} USDC; picks {:?}",
                     r.episodes,
                     args.panel,
                     r.bandit_value_per_usdc,
-                    r.oracle_pair.0,
-                    r.oracle_pair.1,
+                    r.oracle_panel.join(" + "),
                     r.oracle_value_per_usdc,
                     100.0 * r.ratio(),
                     r.spent,

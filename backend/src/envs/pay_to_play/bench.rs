@@ -44,7 +44,7 @@ pub struct PayToPlayBenchReport {
     pub cards: Vec<(String, f64, i64)>,
     pub bandit_value_per_usdc: f64,
     pub oracle_value_per_usdc: f64,
-    pub oracle_pair: (String, String),
+    pub oracle_panel: Vec<String>,
     pub spent: MicroUsdc,
     /// How often each card was on the bandit's panel in the second half.
     pub picks: Vec<(String, usize)>,
@@ -166,20 +166,20 @@ pub async fn run(args: &PayToPlayBenchArgs) -> anyhow::Result<PayToPlayBenchRepo
         }
     }
     let per_usdc = |value: f64, micros: i64| value / (micros as f64 / 1e6);
-    let mut oracle = (0.0, String::new(), String::new());
-    for a in 0..market.cards.len() {
-        for b in a + 1..market.cards.len() {
-            let v = per_usdc(
-                quality[a] + quality[b],
-                market.cards[a].price + market.cards[b].price,
-            );
-            if v > oracle.0 {
-                oracle = (
-                    v,
-                    market.cards[a].slug.clone(),
-                    market.cards[b].slug.clone(),
-                );
-            }
+    // The oracle: the panel of the same size with the best true quality per dollar.
+    let mut oracle = (0.0, Vec::new());
+    let n_cards = market.cards.len();
+    for mask in 0u32..(1 << n_cards) {
+        if mask.count_ones() as usize != args.panel.min(n_cards) {
+            continue;
+        }
+        let members: Vec<usize> = (0..n_cards).filter(|i| mask & (1 << i) != 0).collect();
+        let v = per_usdc(
+            members.iter().map(|&i| quality[i]).sum(),
+            members.iter().map(|&i| market.cards[i].price).sum(),
+        );
+        if v > oracle.0 {
+            oracle = (v, members);
         }
     }
     let mut picks: Vec<(String, usize)> = picks.into_iter().collect();
@@ -194,7 +194,11 @@ pub async fn run(args: &PayToPlayBenchArgs) -> anyhow::Result<PayToPlayBenchRepo
             .collect(),
         bandit_value_per_usdc: per_usdc(value, cost),
         oracle_value_per_usdc: oracle.0,
-        oracle_pair: (oracle.1, oracle.2),
+        oracle_panel: oracle
+            .1
+            .iter()
+            .map(|&i| market.cards[i].slug.clone())
+            .collect(),
         spent: MicroUsdc(spent),
         picks,
     })
