@@ -135,6 +135,8 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::chess::routes::routes())
         .merge(crate::spatial::routes())
         .merge(crate::marketplace::routes::routes())
+        .merge(crate::marketplace::feed::routes())
+        .merge(crate::cats::routes())
         .merge(crate::ledger::routes::routes())
         .fallback(root::static_file)
         .layer(compression)

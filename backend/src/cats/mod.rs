@@ -44,8 +44,11 @@ async fn behaviors() -> Result<Json<Vec<CatBehavior>>, AppError> {
     Ok(Json(data()?.behaviors.clone()))
 }
 
+/// A session's owner columns: the user, the team.
+type Owner = (Option<i64>, Option<i64>);
+
 /// The session's owner columns for this caller; `None` for full rights (sees every session).
-fn owner(viewer: &Viewer) -> Result<Option<(Option<i64>, Option<i64>)>, AppError> {
+fn owner(viewer: &Viewer) -> Result<Option<Owner>, AppError> {
     match viewer {
         Viewer::Open | Viewer::Admin => Ok(None),
         Viewer::User { id, .. } => Ok(Some((Some(*id), None))),

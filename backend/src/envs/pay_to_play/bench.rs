@@ -183,7 +183,7 @@ pub async fn run(args: &PayToPlayBenchArgs) -> anyhow::Result<PayToPlayBenchRepo
         }
     }
     let mut picks: Vec<(String, usize)> = picks.into_iter().collect();
-    picks.sort_by(|a, b| b.1.cmp(&a.1));
+    picks.sort_by_key(|(slug, n)| (std::cmp::Reverse(*n), slug.clone()));
     Ok(PayToPlayBenchReport {
         episodes: tasks.len(),
         cards: market
