@@ -279,3 +279,50 @@ async fn a_person_plays_the_caretaker_or_the_cat_and_bad_moves_change_nothing() 
         "the model replied"
     );
 }
+
+#[tokio::test]
+async fn a_model_judge_gives_the_verdict_and_an_unreadable_one_falls_back_to_the_rubric() {
+    let options = |judge: Value| -> EnvOptions {
+        serde_json::from_value(
+            json!({"seed": 9, "group_size": 1, "settings": {"max_turns": 1,
+            "judge": judge}}),
+        )
+        .unwrap()
+    };
+    let judge = json!({"kind": "embedded", "system_prompt": "You judge cat care strictly."});
+    let env = CatCaretakerEnv::new(&options(judge)).unwrap();
+    let task = CatData::builtin().unwrap().task(42);
+    let answer = format!("Final: {}.", task.scenario.remedy.join(", "));
+    let verdict = std::sync::Arc::new(std::sync::Mutex::new("Decent. \\boxed{0.3}".to_string()));
+    let said = verdict.clone();
+    let policy = ScriptedPolicy::new(&[&answer]).with_responder(move |request| {
+        (request.messages[0].content == "You judge cat care strictly.")
+            .then(|| said.lock().unwrap().clone())
+    });
+    let group = env
+        .collect(json!({"seed": 42}), &policy)
+        .await
+        .unwrap()
+        .group
+        .unwrap();
+    assert_eq!(
+        group.scores(),
+        vec![0.3],
+        "the model judge's score, not the rubric's 1.0"
+    );
+    let judged = policy.requests.lock().unwrap().last().unwrap().messages[1]
+        .content
+        .clone();
+    assert!(judged.contains(&format!("Caretaker: {answer}")), "{judged}");
+
+    *verdict.lock().unwrap() = "I cannot decide.".to_string();
+    let group = env
+        .collect(json!({"seed": 42}), &policy)
+        .await
+        .unwrap()
+        .group
+        .unwrap();
+    assert_eq!(group.scores(), vec![1.0], "the rubric stands in");
+    let last = &group.sequences[0].messages.last().unwrap().content;
+    assert!(last.contains("model verdict unreadable"), "{last}");
+}

@@ -66,23 +66,7 @@ impl Judges {
             JudgeBackend::Rubric { lens } => Ok(rubric_verdict(*lens, task, answer)),
             JudgeBackend::Embedded { system_prompt } => {
                 let model = self.model.as_ref().ok_or(JudgeError::NoModel)?;
-                let request = PolicyRequest {
-                    messages: judge_messages(system_prompt, task, answer),
-                    n: 1,
-                    max_tokens: JUDGE_MAX_TOKENS,
-                    temperature: 0.3,
-                    top_p: 1.0,
-                    stop: Vec::new(),
-                };
-                let rollouts = model
-                    .complete(request)
-                    .await
-                    .map_err(|e| JudgeError::Model(e.to_string()))?;
-                rollouts
-                    .into_iter()
-                    .next()
-                    .map(|r| r.completion)
-                    .ok_or_else(|| JudgeError::Model("no completion".into()))
+                model_verdict(model.as_ref(), judge_messages(system_prompt, task, answer)).await
             }
             JudgeBackend::Openai {
                 base_url,
@@ -116,6 +100,30 @@ impl Judges {
             }
         }
     }
+}
+
+/// A model judge's text for the messages given (a card's, or a dialogue's judge).
+pub async fn model_verdict(
+    model: &dyn Policy,
+    messages: Vec<ChatMessage>,
+) -> Result<String, JudgeError> {
+    let request = PolicyRequest {
+        messages,
+        n: 1,
+        max_tokens: JUDGE_MAX_TOKENS,
+        temperature: 0.3,
+        top_p: 1.0,
+        stop: Vec::new(),
+    };
+    let rollouts = model
+        .complete(request)
+        .await
+        .map_err(|e| JudgeError::Model(e.to_string()))?;
+    rollouts
+        .into_iter()
+        .next()
+        .map(|r| r.completion)
+        .ok_or_else(|| JudgeError::Model("no completion".into()))
 }
 
 /// A rubric card's verdict text. A specialist reads needs of its own category closely; others it

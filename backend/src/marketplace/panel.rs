@@ -80,6 +80,8 @@ pub struct Card {
     pub specialties: Vec<String>,
     pub price: i64,
     account: AccountId,
+    /// Where the card's owner is paid on chain.
+    pub wallet: Option<String>,
     pub judge: JudgeBackend,
 }
 
@@ -94,10 +96,11 @@ impl Market {
     pub async fn load(db: &PgPool, judges: &Judges) -> Result<Market, PanelError> {
         let rows = sqlx::query(
             "SELECT c.id, c.slug, c.name, c.specialties, c.price, c.account_id, c.judge,
-                    count(e.id) AS pulls,
+                    a.wallet, count(e.id) AS pulls,
                     coalesce(sum(1 - abs(e.score - e.consensus)), 0) AS value_sum
-             FROM agent_cards c LEFT JOIN card_evaluations e ON e.card_id = c.id
-             WHERE c.listed GROUP BY c.id ORDER BY c.id",
+             FROM agent_cards c JOIN ledger_accounts a ON a.id = c.account_id
+             LEFT JOIN card_evaluations e ON e.card_id = c.id
+             WHERE c.listed GROUP BY c.id, a.wallet ORDER BY c.id",
         )
         .fetch_all(db)
         .await?;
@@ -119,6 +122,7 @@ impl Market {
                 specialties: row.try_get("specialties")?,
                 price: row.try_get("price")?,
                 account: AccountId(row.try_get("account_id")?),
+                wallet: row.try_get("wallet")?,
                 judge,
             };
             let pulls: i64 = row.try_get("pulls")?;
@@ -131,6 +135,18 @@ impl Market {
             market.cards.push(card);
         }
         Ok(market)
+    }
+
+    /// Only the cards this settler can pay: on chain, those whose owner has a wallet.
+    pub fn payable_by(mut self, settler: &Settler) -> Market {
+        if settler.on_chain() {
+            let keep: Vec<bool> = self.cards.iter().map(|c| c.wallet.is_some()).collect();
+            let mut flags = keep.iter();
+            self.cards.retain(|_| *flags.next().unwrap_or(&false));
+            let mut flags = keep.iter();
+            self.arms.retain(|_| *flags.next().unwrap_or(&false));
+        }
+        self
     }
 
     pub fn cheapest(&self) -> Option<i64> {

@@ -169,6 +169,15 @@ impl ChainSettler {
         })
     }
 
+    /// The payer key's address when this process holds exactly one (lowercase, 0x-prefixed).
+    pub fn sole_payer_wallet(&self) -> Option<String> {
+        let mut payers = self.payers.keys();
+        match (payers.next(), payers.next()) {
+            (Some(only), None) => Some(wallet_text(*only)),
+            _ => None,
+        }
+    }
+
     pub fn config(&self) -> &ChainConfig {
         &self.config
     }

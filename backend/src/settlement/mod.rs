@@ -97,6 +97,19 @@ pub enum Settler {
 }
 
 impl Settler {
+    pub fn on_chain(&self) -> bool {
+        matches!(self, Settler::Chain(_))
+    }
+
+    /// The wallet an agent's budget pays from when none is named: the payer key this process
+    /// holds, if it holds exactly one.
+    pub fn default_payer_wallet(&self) -> Option<String> {
+        match self {
+            Settler::Simulated => None,
+            Settler::Chain(chain) => chain.sole_payer_wallet(),
+        }
+    }
+
     pub fn mode(&self) -> &'static str {
         match self {
             Settler::Simulated => "simulated",

@@ -9,6 +9,7 @@ use futures::FutureExt;
 use futures::future::{BoxFuture, join_all};
 use lachesis_inference::ChatMessage;
 use lachesis_shared::cats::{CatTask, CatTurn};
+use lachesis_shared::marketplace::JudgeBackend;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Deserialize;
@@ -20,6 +21,8 @@ use crate::envs::{
     Collected, EnvConfig, EnvError, EnvOptions, Environment, EvalOutcome, Item, ScoredGroup,
     ScoredSequence, SeedItem, generation_params, parse_settings,
 };
+use crate::marketplace::judges::{Judges, judge_messages, model_verdict};
+use crate::marketplace::verdict::parse_judge_score;
 use crate::policy::{Policy, PolicyRequest, Rollout};
 
 pub const NAME: &str = "cat_caretaker";
@@ -31,6 +34,10 @@ pub struct Settings {
     /// Caretaker turns before the judge decides (1 makes it single-turn).
     pub max_turns: usize,
     pub eval_size: usize,
+    /// Who gives the final verdict: the rubric (no model), or a model judge with its system
+    /// prompt (`embedded`: the policy itself; `openai`: an endpoint). A model verdict that cannot
+    /// be read falls back to the rubric's, and the sequence's messages say so.
+    pub judge: JudgeBackend,
 }
 
 impl Default for Settings {
@@ -38,6 +45,7 @@ impl Default for Settings {
         Self {
             max_turns: 3,
             eval_size: 20,
+            judge: JudgeBackend::Rubric { lens: None },
         }
     }
 }
@@ -54,6 +62,8 @@ pub struct Dialogue {
     pub turns: Vec<CatTurn>,
     pub last: Rollout,
     pub score: f64,
+    /// The judge's verdict text.
+    pub verdict: String,
 }
 
 impl CatCaretakerEnv {
@@ -117,8 +127,56 @@ impl CatCaretakerEnv {
                 text: last.completion.trim().to_string(),
             });
         }
-        let score = rubric_verdict(task, &turns).score;
-        Ok(Dialogue { turns, last, score })
+        let (score, verdict) = self.verdict(task, &turns, policy).await;
+        Ok(Dialogue {
+            turns,
+            last,
+            score,
+            verdict,
+        })
+    }
+
+    /// The final verdict on a dialogue: its score and the judge's text.
+    async fn verdict(
+        &self,
+        task: &CatTask,
+        turns: &[CatTurn],
+        policy: &dyn Policy,
+    ) -> (f64, String) {
+        let rubric = rubric_verdict(task, turns);
+        let transcript = caretaker_messages(self.data, turns)
+            .iter()
+            .skip(1)
+            .map(|m| {
+                let who = if m.role == "assistant" {
+                    "Caretaker"
+                } else {
+                    "Cat"
+                };
+                format!("{who}: {}", m.content)
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let text = match &self.settings.judge {
+            JudgeBackend::Rubric { .. } => return (rubric.score, rubric.text),
+            JudgeBackend::Embedded { system_prompt } => {
+                model_verdict(policy, judge_messages(system_prompt, task, &transcript)).await
+            }
+            backend @ JudgeBackend::Openai { .. } => {
+                Judges::default().verdict(backend, task, &transcript).await
+            }
+        };
+        match text.map(|t| (parse_judge_score(&t), t)) {
+            Ok((Ok(score), text)) => (score, text),
+            Ok((Err(e), _)) => (
+                rubric.score,
+                format!("{} (model verdict unreadable: {e})", rubric.text),
+            ),
+            Err(e) => (
+                rubric.score,
+                format!("{} (model judge failed: {e})", rubric.text),
+            ),
+        }
     }
 
     /// A group of dialogues from one task's opening.
@@ -158,10 +216,7 @@ impl CatCaretakerEnv {
             .into_iter()
             .map(|d| {
                 let mut messages = caretaker_messages(self.data, &d.turns);
-                messages.push(ChatMessage::new(
-                    "user",
-                    format!("Judge: {}", rubric_verdict(&task, &d.turns).text),
-                ));
+                messages.push(ChatMessage::new("user", format!("Judge: {}", d.verdict)));
                 ScoredSequence {
                     messages,
                     score: d.score,
@@ -188,11 +243,11 @@ impl CatCaretakerEnv {
             let mut dialogues = self.dialogues(&task, 1, policy, 0.0).await?;
             let Some(d) = dialogues.pop() else { continue };
             let verdict = rubric_verdict(&task, &d.turns);
-            total += verdict.score;
+            total += d.score;
             solved += usize::from(!verdict.matched.is_empty());
             turns_used += d.turns.len() / 2;
             samples.push(json!({"id": i, "scenario": task.scenario.scenario,
-                "category": task.scenario.category, "turns": d.turns, "score": verdict.score,
+                "category": task.scenario.category, "turns": d.turns, "score": d.score,
                 "matched": verdict.matched}));
         }
         let n = self.settings.eval_size.max(1) as f64;

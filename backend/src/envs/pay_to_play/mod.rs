@@ -67,6 +67,8 @@ pub struct Settings {
     pub cost_weight: f64,
     pub selection: Selection,
     pub eval_size: usize,
+    /// On chain: the wallet the budget pays from (its key must be one the server holds).
+    pub agent_wallet: Option<String>,
 }
 
 impl Default for Settings {
@@ -78,6 +80,7 @@ impl Default for Settings {
             cost_weight: 1.0,
             selection: Selection::Bandit,
             eval_size: 8,
+            agent_wallet: None,
         }
     }
 }
@@ -157,8 +160,21 @@ impl PayToPlayEnv {
             .get_or_try_init(|| async {
                 let ledger = &self.market.ledger;
                 let name = budget_account(&self.settings.run);
+                // On chain the budget pays from the agent's wallet.
+                let wallet = self
+                    .settings
+                    .agent_wallet
+                    .clone()
+                    .or_else(|| self.market.settler.default_payer_wallet());
+                if self.market.settler.on_chain() && wallet.is_none() {
+                    return Err(EnvError::InvalidOption(
+                        "on chain, name the agent's wallet (settings.agent_wallet) or give the \
+                         server exactly one agent key"
+                            .into(),
+                    ));
+                }
                 let account = ledger
-                    .account(&name, AccountKind::Budget, None, None)
+                    .account(&name, AccountKind::Budget, None, wallet.as_deref())
                     .await
                     .map_err(other)?;
                 ledger
@@ -216,7 +232,10 @@ impl PayToPlayEnv {
         let budget = self.budget_account().await?;
         let ledger = &self.market.ledger;
         let db = ledger.pool();
-        let market = Market::load(db, &self.market.judges).await.map_err(other)?;
+        let market = Market::load(db, &self.market.judges)
+            .await
+            .map_err(other)?
+            .payable_by(&self.market.settler);
         let available = ledger.balance(budget).await.map_err(other)?.available;
         let replayed = market.paid_before(db, &key).await.map_err(other)?;
         let (chosen, choice) = if !replayed.is_empty() {
