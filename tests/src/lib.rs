@@ -5,6 +5,7 @@
 //! URL, e.g. `postgres://postgres@127.0.0.1:55432/postgres`). `make test` starts one and sets it.
 
 pub mod browser;
+pub mod chain_world;
 pub mod python;
 pub mod scripted;
 
