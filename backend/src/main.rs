@@ -49,6 +49,8 @@ enum Command {
         #[command(subcommand)]
         command: lachesis::spatial::cli::SpatialCommand,
     },
+    /// A local chain with USDC and funded throwaway wallets, for trying chain settlement.
+    Devchain(lachesis::settlement::devchain_cli::DevchainArgs),
     /// The USDC ledger: reconcile, balances, deposits.
     Ledger {
         #[command(subcommand)]
@@ -117,6 +119,7 @@ fn main() -> anyhow::Result<()> {
             }
             Command::Env { command } => lachesis::envs::cli::run(command).await,
             Command::Chess { command } => lachesis::chess::cli::run(command),
+            Command::Devchain(args) => lachesis::settlement::devchain_cli::run(&args).await,
             Command::Ledger { command } => {
                 if lachesis::ledger::cli::run(command).await? {
                     Ok(())

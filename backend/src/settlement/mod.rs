@@ -5,6 +5,7 @@
 pub mod chain;
 pub mod config;
 pub mod devchain;
+pub mod devchain_cli;
 pub mod eip3009;
 pub mod keystore;
 pub mod reconcile_chain;
