@@ -246,7 +246,7 @@ async fn cards_are_public_and_only_their_owners_change_them() {
             &db,
             id,
             "run-1",
-            score,
+            Some(score),
             Some(consensus),
             MicroUsdc(4_000),
             None,
@@ -266,6 +266,30 @@ async fn cards_are_public_and_only_their_owners_change_them() {
     assert_eq!(stats.earned, MicroUsdc(12_000));
     // 12,000 micro-USDC for 0.8 + 0.8 + 1.0 = 2.6 units of agreement.
     assert_eq!(stats.cost_per_useful, Some(MicroUsdc(4_615)));
+    // A paid verdict that could not be read counts as an evaluation worth no agreement.
+    lachesis::marketplace::cards::record_evaluation(
+        &db,
+        id,
+        "run-1",
+        None,
+        Some(0.5),
+        MicroUsdc(4_000),
+        None,
+    )
+    .await
+    .unwrap();
+    let stats = card(&app, "nutritionist").await.stats;
+    assert_eq!(stats.evaluations, 4);
+    assert!(
+        (stats.mean_score.unwrap() - 2.3 / 3.0).abs() < 1e-9,
+        "{stats:?}"
+    );
+    assert!(
+        (stats.agreement.unwrap() - 2.6 / 4.0).abs() < 1e-9,
+        "{stats:?}"
+    );
+    // 16,000 micro-USDC for the same 2.6 units of agreement.
+    assert_eq!(stats.cost_per_useful, Some(MicroUsdc(6_154)));
     // The team's card account is the team's to see, with its statement; nobody else's.
     let ledger = lachesis::ledger::Ledger::new(db.clone());
     let budget = ledger
@@ -332,7 +356,7 @@ async fn cards_are_public_and_only_their_owners_change_them() {
         &db,
         id,
         "run-1",
-        1.5,
+        Some(1.5),
         None,
         MicroUsdc(4_000),
         None,

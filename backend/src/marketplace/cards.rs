@@ -134,10 +134,12 @@ const CARD_QUERY: &str = "
     SELECT c.id, c.slug, c.name, c.description, c.specialties, c.price, t.name AS team,
            c.owner_team, c.owner_wallet, c.judge, c.listed,
            count(e.id) AS evaluations, avg(e.score) AS mean_score,
-           1 - avg(abs(e.score - e.consensus)) AS agreement,
+           avg(CASE WHEN e.score IS NULL THEN 0 ELSE 1 - abs(e.score - e.consensus) END)
+               AS agreement,
            avg(e.score - e.consensus) AS bias,
            coalesce(sum(e.price), 0)::BIGINT AS spent,
-           sum(1 - abs(e.score - e.consensus)) AS useful
+           sum(CASE WHEN e.score IS NULL THEN 0 ELSE 1 - abs(e.score - e.consensus) END)
+               AS useful
     FROM agent_cards c
     LEFT JOIN teams t ON t.id = c.owner_team
     LEFT JOIN card_evaluations e ON e.card_id = c.id";
@@ -289,12 +291,13 @@ pub async fn update(db: &PgPool, slug: &str, change: &UpdateCard) -> Result<Agen
     Ok(find(db, slug).await?.2)
 }
 
-/// Records one judge's score of one answer (`consensus` once the panel's mean is known).
+/// Records one judge's score of one answer (`consensus` once the panel's mean is known); `None`
+/// when its verdict could not be read.
 pub async fn record_evaluation(
     db: &PgPool,
     card_id: i64,
     run: &str,
-    score: f64,
+    score: Option<f64>,
     consensus: Option<f64>,
     price: MicroUsdc,
     paid_tx: Option<i64>,

@@ -336,8 +336,8 @@ async fn hear(judges: &Judges, cards: &[&Card], task: &CatTask, answers: &[Strin
     }
 }
 
-/// Records card `index`'s evaluations. The price of its round is spread over them, the remainder
-/// on the first, so a card's evaluations add up to what it was paid.
+/// Records card `index`'s evaluations, one per answer. The price of its round is spread over them,
+/// the remainder on the first, so a card's evaluations add up to what it was paid.
 async fn record(
     db: &PgPool,
     card: &Card,
@@ -347,12 +347,11 @@ async fn record(
     run: &str,
 ) -> Result<(), PanelError> {
     let by_answer = &heard.scores[index];
-    let n = by_answer.iter().flatten().count().max(1) as i64;
-    let mut first = true;
-    for (score, consensus) in by_answer.iter().zip(&heard.panel_scores) {
-        let Some(score) = score else { continue };
-        let share = card.price / n + if first { card.price % n } else { 0 };
-        first = false;
+    // Unreadable verdicts are recorded too (without a score): they were paid for, and the bandit
+    // must see them as worth nothing.
+    let n = by_answer.len().max(1) as i64;
+    for (i, (score, consensus)) in by_answer.iter().zip(&heard.panel_scores).enumerate() {
+        let share = card.price / n + if i == 0 { card.price % n } else { 0 };
         super::cards::record_evaluation(
             db,
             card.id,
