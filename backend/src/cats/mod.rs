@@ -18,7 +18,7 @@ use crate::auth::error::Body;
 use crate::auth::{AppError, Viewer};
 use crate::envs::cat_caretaker::data::CatData;
 use crate::envs::cat_caretaker::dialogue::{
-    caretaker_messages, cat_reply, is_final, opening, rubric_verdict,
+    caretaker_messages, caretaker_turns, cat_reply, is_final, opening, rubric_verdict,
 };
 use crate::policy::{EmbeddedPolicy, Policy, PolicyRequest};
 
@@ -261,12 +261,6 @@ async fn turn(
     let task = data()?.task(session.seed);
     let before = session.turns.len();
     session.turns.push(body.turn.clone());
-    let caretaker_turns = |turns: &[CatTurn]| {
-        turns
-            .iter()
-            .filter(|t| matches!(t, CatTurn::Caretaker { .. }))
-            .count()
-    };
     let finished = match session.role {
         CatRole::Caretaker => {
             let CatTurn::Caretaker { text } = &body.turn else {

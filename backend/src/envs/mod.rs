@@ -269,6 +269,19 @@ impl SeedItem {
     pub fn parse(item: Item) -> Result<Self, EnvError> {
         serde_json::from_value(item).map_err(|e| EnvError::InvalidItem(e.to_string()))
     }
+
+    /// The next seed of an environment's stream (a poisoned lock still holds a usable RNG).
+    pub fn draw(rng: &std::sync::Mutex<rand::rngs::StdRng>) -> u64 {
+        use rand::Rng;
+        rng.lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .random::<u64>()
+    }
+}
+
+/// `metrics.json`'s map from (name, value) pairs.
+pub fn metrics(pairs: &[(&str, f64)]) -> BTreeMap<String, f64> {
+    pairs.iter().map(|&(k, v)| (k.to_string(), v)).collect()
 }
 
 /// `generation_params` shared by every environment: what was asked of which policy.

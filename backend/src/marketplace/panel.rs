@@ -138,15 +138,17 @@ impl Market {
     }
 
     /// Only the cards this settler can pay: on chain, those whose owner has a wallet.
-    pub fn payable_by(mut self, settler: &Settler) -> Market {
-        if settler.on_chain() {
-            let keep: Vec<bool> = self.cards.iter().map(|c| c.wallet.is_some()).collect();
-            let mut flags = keep.iter();
-            self.cards.retain(|_| *flags.next().unwrap_or(&false));
-            let mut flags = keep.iter();
-            self.arms.retain(|_| *flags.next().unwrap_or(&false));
+    pub fn payable_by(self, settler: &Settler) -> Market {
+        if !settler.on_chain() {
+            return self;
         }
-        self
+        let (cards, arms) = self
+            .cards
+            .into_iter()
+            .zip(self.arms)
+            .filter(|(card, _)| card.wallet.is_some())
+            .unzip();
+        Market { cards, arms }
     }
 
     pub fn cheapest(&self) -> Option<i64> {

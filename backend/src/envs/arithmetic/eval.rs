@@ -78,7 +78,7 @@ impl ArithmeticEnv {
                 count as f64 / total as f64
             }
         };
-        let metrics = [
+        let metrics = crate::envs::metrics(&[
             ("eval/percent_correct", fraction(correct)),
             ("eval/format_rate", fraction(formatted)),
             (
@@ -91,10 +91,7 @@ impl ArithmeticEnv {
             ),
             ("eval/policy_errors", failures as f64),
             ("eval/n", total as f64),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
+        ]);
         Ok(EvalOutcome { metrics, samples })
     }
 }

@@ -49,6 +49,14 @@ pub fn addresses_need(task: &CatTask, text: &str) -> bool {
     !score_answer(text, &task.scenario).matched.is_empty()
 }
 
+/// How many turns the caretaker has taken.
+pub fn caretaker_turns(turns: &[CatTurn]) -> usize {
+    turns
+        .iter()
+        .filter(|t| matches!(t, CatTurn::Caretaker { .. }))
+        .count()
+}
+
 /// The simulated cat's answer to the dialogue so far (which ends with a caretaker turn).
 pub fn cat_reply(task: &CatTask, turns: &[CatTurn]) -> CatTurn {
     let last_caretaker = turns.iter().rev().find_map(|t| match t {
@@ -69,10 +77,7 @@ pub fn cat_reply(task: &CatTask, turns: &[CatTurn]) -> CatTurn {
         })
         .flatten()
         .collect();
-    let unmet = turns
-        .iter()
-        .filter(|t| matches!(t, CatTurn::Caretaker { .. }))
-        .count();
+    let unmet = caretaker_turns(turns);
     let next = task
         .scenario
         .behaviors

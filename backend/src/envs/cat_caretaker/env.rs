@@ -11,12 +11,14 @@ use lachesis_inference::ChatMessage;
 use lachesis_shared::cats::{CatTask, CatTurn};
 use lachesis_shared::marketplace::JudgeBackend;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::data::CatData;
-use super::dialogue::{caretaker_messages, cat_reply, is_final, opening, rubric_verdict};
+use super::dialogue::{
+    caretaker_messages, caretaker_turns, cat_reply, is_final, opening, rubric_verdict,
+};
 use crate::envs::{
     Collected, EnvConfig, EnvError, EnvOptions, Environment, EvalOutcome, Item, ScoredGroup,
     ScoredSequence, SeedItem, generation_params, parse_settings,
@@ -109,12 +111,6 @@ impl CatCaretakerEnv {
         policy: &dyn Policy,
         temperature: f32,
     ) -> Result<Dialogue, EnvError> {
-        let caretaker_turns = |turns: &[CatTurn]| {
-            turns
-                .iter()
-                .filter(|t| matches!(t, CatTurn::Caretaker { .. }))
-                .count()
-        };
         while !is_final(&last.completion) && caretaker_turns(&turns) < self.settings.max_turns {
             turns.push(cat_reply(task, &turns));
             let mut rollouts = policy
@@ -251,15 +247,12 @@ impl CatCaretakerEnv {
                 "matched": verdict.matched}));
         }
         let n = self.settings.eval_size.max(1) as f64;
-        let metrics = [
+        let metrics = crate::envs::metrics(&[
             ("eval/mean_score", total / n),
             ("eval/need_addressed_rate", solved as f64 / n),
             ("eval/mean_turns", turns_used as f64 / n),
             ("eval/n", self.settings.eval_size as f64),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
+        ]);
         Ok(EvalOutcome { metrics, samples })
     }
 }
@@ -278,11 +271,7 @@ impl Environment for CatCaretakerEnv {
     }
 
     fn next_item(&self) -> BoxFuture<'_, Result<Option<Item>, EnvError>> {
-        let seed = self
-            .rng
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .random::<u64>();
+        let seed = SeedItem::draw(&self.rng);
         futures::future::ready(Ok(Some(json!({ "seed": seed })))).boxed()
     }
 

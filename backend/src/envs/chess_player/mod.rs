@@ -295,14 +295,11 @@ impl ChessPlayerEnv {
             );
         }
         let n = self.eval_set.len().max(1) as f64;
-        let metrics = [
+        let metrics = crate::envs::metrics(&[
             ("eval/legal_rate", legal as f64 / n),
             ("eval/mean_score", score_sum / n),
             ("eval/n", self.eval_set.len() as f64),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
+        ]);
         Ok(EvalOutcome { metrics, samples })
     }
 }

@@ -20,7 +20,7 @@ use lachesis_inference::ChatMessage;
 use lachesis_shared::ledger::{AccountKind, MicroUsdc};
 use lachesis_shared::marketplace::{MarketEvent, PanelChoice, RoundEvent, SkippedEvent};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -392,14 +392,11 @@ impl PayToPlayEnv {
                 "unreadable": heard.unreadable}));
         }
         let n = self.settings.eval_size.max(1) as f64;
-        let metrics = [
+        let metrics = crate::envs::metrics(&[
             ("eval/mean_panel_score", total / n),
             ("eval/cards", market.cards.len() as f64),
             ("eval/n", self.settings.eval_size as f64),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
+        ]);
         Ok(EvalOutcome { metrics, samples })
     }
 }
@@ -422,11 +419,7 @@ impl Environment for PayToPlayEnv {
     }
 
     fn next_item(&self) -> BoxFuture<'_, Result<Option<Item>, EnvError>> {
-        let seed = self
-            .rng
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .random::<u64>();
+        let seed = SeedItem::draw(&self.rng);
         futures::future::ready(Ok(Some(json!({ "seed": seed })))).boxed()
     }
 
@@ -466,11 +459,7 @@ pub async fn showcase(
         return;
     }
     loop {
-        let seed = env
-            .rng
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .random::<u64>();
+        let seed = SeedItem::draw(&env.rng);
         let judged = tokio::select! {
             result = env.episode(seed, policy.as_ref()) => match result {
                 Ok(c) => c.group.is_some(),
