@@ -10,8 +10,8 @@ use futures::future::{BoxFuture, join_all};
 use lachesis_inference::ChatMessage;
 use lachesis_shared::cats::{CatTask, CatTurn};
 use lachesis_shared::marketplace::JudgeBackend;
-use rand::rngs::StdRng;
 use rand::SeedableRng;
+use rand::rngs::StdRng;
 use serde::Deserialize;
 use serde_json::json;
 

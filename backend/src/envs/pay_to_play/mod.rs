@@ -19,8 +19,8 @@ use futures::future::BoxFuture;
 use lachesis_inference::ChatMessage;
 use lachesis_shared::ledger::{AccountKind, MicroUsdc};
 use lachesis_shared::marketplace::{MarketEvent, PanelChoice, RoundEvent, SkippedEvent};
-use rand::rngs::StdRng;
 use rand::SeedableRng;
+use rand::rngs::StdRng;
 use serde::Deserialize;
 use serde_json::json;
 
