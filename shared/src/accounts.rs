@@ -35,6 +35,19 @@ impl Role {
     }
 }
 
+/// Who may create an account with `POST /api/auth/register` (the server's `--registration`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Registration {
+    /// Anyone (rate-limited per client address).
+    #[default]
+    Open,
+    /// Only with an invite code from a team owner; the new account joins that team.
+    Invite,
+    /// Nobody: owners add people who already have accounts. The first owner's setup still works.
+    Closed,
+}
+
 /// `GET /api/auth/state`: what the sign-in page needs before anyone is signed in.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuthState {
@@ -42,6 +55,9 @@ pub struct AuthState {
     pub enabled: bool,
     /// No user exists yet: the first-run form creates the first owner.
     pub needs_first_owner: bool,
+    /// Whether the sign-up form is offered, and whether it asks for an invite code.
+    #[serde(default)]
+    pub registration: Registration,
 }
 
 /// `POST /api/auth/setup` (only while no user exists) and `POST /api/auth/register`.
@@ -53,6 +69,10 @@ pub struct NewAccount {
     /// The team to create with the account as its owner (required by setup, optional otherwise).
     #[serde(default)]
     pub team: Option<String>,
+    /// An invite code from a team owner (required when registration is by invite): the new
+    /// account joins that team as a member. Setup ignores it.
+    #[serde(default)]
+    pub invite: Option<String>,
 }
 
 /// `POST /api/auth/login`.
@@ -112,6 +132,14 @@ pub struct NewToken {
     /// Read-only tokens may not post groups or register.
     #[serde(default)]
     pub read_only: bool,
+    /// The token stops working this many days after its creation (the server caps it); `None`:
+    /// it works until revoked.
+    #[serde(default)]
+    pub expires_in_days: Option<u32>,
+    /// The token may also call the embedded model (`/v1/*`, `/generate`), which costs the server
+    /// compute; without it those routes answer 403.
+    #[serde(default)]
+    pub inference: bool,
 }
 
 /// A token as listed: never its secret.
@@ -121,8 +149,14 @@ pub struct TokenInfo {
     pub name: String,
     pub run: Option<String>,
     pub read_only: bool,
+    /// May call the embedded model.
+    #[serde(default)]
+    pub inference: bool,
     pub created_at_ms: i64,
     pub last_used_at_ms: Option<i64>,
+    /// When the token stops working; `None`: when revoked.
+    #[serde(default)]
+    pub expires_at_ms: Option<i64>,
 }
 
 /// The answer to `POST /api/teams/{team}/tokens`: the secret, shown this once.
@@ -130,6 +164,14 @@ pub struct TokenInfo {
 pub struct CreatedToken {
     pub info: TokenInfo,
     pub token: String,
+}
+
+/// The answer to `POST /api/teams/{team}/invites` (owners only): a single-use code for
+/// `NewAccount::invite`, shown this once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CreatedInvite {
+    pub code: String,
+    pub expires_at_ms: i64,
 }
 
 /// `PUT /api/runs/{run}/visibility`.

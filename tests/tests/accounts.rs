@@ -102,7 +102,10 @@ async fn new_token(app: &TestApp, owner: &Session, team: &str, body: Value) -> S
 async fn the_first_run_creates_one_owner_and_passwords_are_stored_as_argon2id() {
     let app = auth_app().await;
     let state = app.get("/api/auth/state").await;
-    assert_eq!(state, json!({"enabled": true, "needs_first_owner": true}));
+    assert_eq!(
+        state,
+        json!({"enabled": true, "needs_first_owner": true, "registration": "open"})
+    );
     let owner = sign_up(&app, "/api/auth/setup", "ada", "lab").await;
     let (status, me) = call(&app, As::User(&owner), Method::GET, "/api/me", None).await;
     assert_eq!(status, StatusCode::OK);

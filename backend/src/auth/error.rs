@@ -14,6 +14,8 @@ pub enum AppError {
     BadCredentials,
     #[error("too many sign-in attempts; try again in {retry_after_s} s")]
     TooManyAttempts { retry_after_s: u64 },
+    #[error("too many accounts created from this address; try again in {retry_after_s} s")]
+    TooManySignUps { retry_after_s: u64 },
     #[error("missing or wrong X-CSRF-Token header")]
     Csrf,
     /// Also the answer for things that exist but the caller may not see, so that names of other
@@ -26,6 +28,12 @@ pub enum AppError {
     Invalid(String),
     #[error("{0}")]
     Conflict(String),
+    /// A bounded resource (the chess agent's searches) is in use to its limit.
+    #[error("{what} is busy; try again in {retry_after_s} s")]
+    Busy {
+        what: &'static str,
+        retry_after_s: u64,
+    },
     #[error(transparent)]
     Database(#[from] sqlx::Error),
     #[error("internal error: {0}")]
@@ -36,11 +44,14 @@ impl AppError {
     fn status(&self) -> StatusCode {
         match self {
             AppError::NotSignedIn | AppError::BadCredentials => StatusCode::UNAUTHORIZED,
-            AppError::TooManyAttempts { .. } => StatusCode::TOO_MANY_REQUESTS,
+            AppError::TooManyAttempts { .. } | AppError::TooManySignUps { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             AppError::Csrf | AppError::Forbidden(_) => StatusCode::FORBIDDEN,
             AppError::NotFound(_) => StatusCode::NOT_FOUND,
             AppError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             AppError::Conflict(_) => StatusCode::CONFLICT,
+            AppError::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Database(_) | AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -80,7 +91,10 @@ impl IntoResponse for AppError {
             }),
         )
             .into_response();
-        if let AppError::TooManyAttempts { retry_after_s } = self {
+        if let AppError::TooManyAttempts { retry_after_s }
+        | AppError::TooManySignUps { retry_after_s }
+        | AppError::Busy { retry_after_s, .. } = self
+        {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from(retry_after_s),

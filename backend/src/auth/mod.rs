@@ -2,8 +2,9 @@
 //!
 //! Authentication is on whenever the server binds beyond loopback (and on request otherwise).
 //! With it on, a caller is a signed-in user (session cookie), an API token (team-scoped, optionally
-//! run-scoped, sent as `Authorization: Bearer`), the server's admin token, or anonymous. With it
-//! off, every caller acts with full rights ([`Viewer::Open`]), which is the single-user laptop case.
+//! run-scoped, optionally expiring, sent as `Authorization: Bearer`), the server's admin token, or
+//! anonymous. With it off, every caller acts with full rights ([`Viewer::Open`]), which is the
+//! single-user laptop case. Who may create accounts, and how fast, is the [`policy`].
 //!
 //! Runs belong to a team. Members of the team read them (viewers) and write them (members and
 //! owners); public runs are readable by anyone. A run that does not exist, and one the caller may
@@ -12,9 +13,13 @@
 mod cache;
 pub mod error;
 mod limiter;
+pub mod policy;
+mod registration;
 pub mod routes;
 pub mod secrets;
 pub mod store;
+mod teams;
+mod tokens;
 
 use std::sync::Arc;
 
@@ -26,10 +31,11 @@ use lachesis_shared::live::Topic;
 
 use crate::app::AppState;
 pub use error::AppError;
-pub use limiter::LoginLimiter;
+pub use limiter::WindowLimiter;
 
-/// The session cookie's name.
-pub const SESSION_COOKIE: &str = "lachesis_session";
+/// The session cookie's name. `__Host-`: browsers take it only with `Secure`, `Path=/` and no
+/// `Domain`, so neither a subdomain nor a plain-http page on the same host can plant or shadow it.
+pub const SESSION_COOKIE: &str = "__Host-lachesis_session";
 /// The header carrying the session's CSRF token on cookie-authenticated mutations.
 pub const CSRF_HEADER: &str = "x-csrf-token";
 
@@ -38,7 +44,8 @@ pub struct AuthSettings {
     pub enabled: bool,
     /// The server's own token (`--api-token`): full rights, for operators and in-process workers.
     pub admin_token: Option<Arc<str>>,
-    pub limiter: LoginLimiter,
+    /// Failed sign-ins per username and per client address.
+    pub limiter: WindowLimiter,
     /// Token hash -> the token's caller (`None`: no such live token).
     pub tokens: cache::TtlCache<Vec<u8>, Option<Viewer>>,
     /// Run -> its owner, for runs that exist.
@@ -50,7 +57,7 @@ impl AuthSettings {
         Self {
             enabled,
             admin_token,
-            limiter: LoginLimiter::default(),
+            limiter: WindowLimiter::sign_in(),
             tokens: cache::TtlCache::default(),
             owners: cache::TtlCache::default(),
         }
@@ -81,6 +88,8 @@ pub enum Viewer {
         team_id: i64,
         run: Option<String>,
         read_only: bool,
+        /// May call the embedded model (`/v1/*`, `/generate`).
+        inference: bool,
     },
 }
 
@@ -104,8 +113,8 @@ impl FromRequestParts<AppState> for Viewer {
     }
 }
 
-/// Reads the caller's credentials. A wrong bearer token is an error (the client meant to
-/// authenticate); a stale session cookie just means anonymous.
+/// Reads the caller's credentials. A wrong, revoked or expired bearer token is an error (the client
+/// meant to authenticate); a stale or idle session cookie just means anonymous.
 pub async fn identify(headers: &HeaderMap, state: &AppState) -> Result<Viewer, AppError> {
     let settings = &state.auth;
     let bearer = headers
@@ -134,9 +143,11 @@ pub async fn identify(headers: &HeaderMap, state: &AppState) -> Result<Viewer, A
         return viewer.ok_or(AppError::NotSignedIn);
     }
     match session_cookie(headers) {
-        Some(secret) => Ok(store::session_viewer(&state.db, secret)
-            .await?
-            .unwrap_or(Viewer::Anonymous)),
+        Some(secret) => Ok(
+            store::session_viewer(&state.db, secret, state.accounts.session_idle)
+                .await?
+                .unwrap_or(Viewer::Anonymous),
+        ),
         None => Ok(Viewer::Anonymous),
     }
 }

@@ -1,26 +1,28 @@
 //! The SQL of accounts, teams, sessions and tokens. Uniqueness and the "a team keeps an owner" rule
 //! are enforced by Postgres (see migrations/20261130000004_accounts.sql); callers map violations.
 
+use std::time::Duration;
+
 use lachesis_shared::accounts::{Member, Membership, Role, TokenInfo};
 use sqlx::{PgConnection, PgPool};
 
 use super::Viewer;
 use super::secrets::{random_secret, token_hash};
 
-/// How long a browser session lasts.
-const SESSION_DAYS: i32 = 14;
-
+/// A live token's caller; `None` for unknown, revoked and expired tokens alike.
 pub async fn token_viewer(db: &PgPool, token: &str) -> Result<Option<Viewer>, sqlx::Error> {
     let hash = token_hash(token);
-    let row: Option<(i64, i64, Option<String>, bool, bool)> = sqlx::query_as(
-        "SELECT id, team_id, run_id, read_only,
+    let row: Option<(i64, i64, Option<String>, bool, bool, bool)> = sqlx::query_as(
+        "SELECT id, team_id, run_id, read_only, inference,
                 last_used_at IS NULL OR last_used_at < now() - interval '1 minute'
-         FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL",
+         FROM api_tokens
+         WHERE token_hash = $1 AND revoked_at IS NULL
+           AND (expires_at IS NULL OR expires_at > now())",
     )
     .bind(&hash)
     .fetch_optional(db)
     .await?;
-    let Some((id, team_id, run, read_only, stale)) = row else {
+    let Some((id, team_id, run, read_only, inference, stale)) = row else {
         return Ok(None);
     };
     // At most one write a minute per token: the hot path (one post per group) stays read-only.
@@ -35,18 +37,47 @@ pub async fn token_viewer(db: &PgPool, token: &str) -> Result<Option<Viewer>, sq
         team_id,
         run,
         read_only,
+        inference,
     }))
 }
 
-pub async fn session_viewer(db: &PgPool, secret: &str) -> Result<Option<Viewer>, sqlx::Error> {
-    let row: Option<(i64, String, String)> = sqlx::query_as(
-        "SELECT u.id, u.username, s.csrf_token FROM sessions s JOIN users u ON u.id = s.user_id
+/// The session's user. A session unused for longer than `idle` is deleted and counts as none;
+/// a live one has its `last_seen_at` refreshed, at most once a minute so that a busy page does not
+/// write on every request.
+pub async fn session_viewer(
+    db: &PgPool,
+    secret: &str,
+    idle: Duration,
+) -> Result<Option<Viewer>, sqlx::Error> {
+    let hash = token_hash(secret);
+    let row: Option<(i64, String, String, bool, bool)> = sqlx::query_as(
+        "SELECT u.id, u.username, s.csrf_token,
+                s.last_seen_at < now() - make_interval(secs => $2),
+                s.last_seen_at < now() - interval '1 minute'
+         FROM sessions s JOIN users u ON u.id = s.user_id
          WHERE s.token_hash = $1 AND s.expires_at > now()",
     )
-    .bind(token_hash(secret))
+    .bind(&hash)
+    .bind(idle.as_secs_f64())
     .fetch_optional(db)
     .await?;
-    Ok(row.map(|(id, username, csrf_token)| Viewer::User {
+    let Some((id, username, csrf_token, idle_too_long, stale)) = row else {
+        return Ok(None);
+    };
+    if idle_too_long {
+        sqlx::query("DELETE FROM sessions WHERE token_hash = $1")
+            .bind(&hash)
+            .execute(db)
+            .await?;
+        return Ok(None);
+    }
+    if stale {
+        sqlx::query("UPDATE sessions SET last_seen_at = now() WHERE token_hash = $1")
+            .bind(&hash)
+            .execute(db)
+            .await?;
+    }
+    Ok(Some(Viewer::User {
         id,
         username,
         csrf_token,
@@ -166,8 +197,13 @@ pub async fn user_by_name(
     .await
 }
 
-/// A new session: (cookie secret, CSRF token).
-pub async fn create_session(db: &PgPool, user: i64) -> Result<(String, String), sqlx::Error> {
+/// A new session lasting `days` at most: (cookie secret, CSRF token).
+pub async fn create_session(
+    db: &PgPool,
+    user: i64,
+    days: u32,
+    idle: Duration,
+) -> Result<(String, String), sqlx::Error> {
     let (secret, csrf) = (random_secret(), random_secret());
     sqlx::query(
         "INSERT INTO sessions (token_hash, user_id, csrf_token, expires_at)
@@ -176,13 +212,17 @@ pub async fn create_session(db: &PgPool, user: i64) -> Result<(String, String), 
     .bind(token_hash(&secret))
     .bind(user)
     .bind(&csrf)
-    .bind(SESSION_DAYS)
+    .bind(i32::try_from(days).unwrap_or(i32::MAX))
     .execute(db)
     .await?;
-    // Expired sessions go when anyone signs in: no sweeper task needed.
-    sqlx::query("DELETE FROM sessions WHERE expires_at < now()")
-        .execute(db)
-        .await?;
+    // Expired and idle sessions go when anyone signs in: no sweeper task needed.
+    sqlx::query(
+        "DELETE FROM sessions
+         WHERE expires_at < now() OR last_seen_at < now() - make_interval(secs => $1)",
+    )
+    .bind(idle.as_secs_f64())
+    .execute(db)
+    .await?;
     Ok((secret, csrf))
 }
 
@@ -254,26 +294,41 @@ pub async fn remove_member(db: &PgPool, team: i64, username: &str) -> Result<boo
     Ok(done.rows_affected() == 1)
 }
 
-type TokenRow = (i64, String, Option<String>, bool, i64, Option<i64>);
+type TokenRow = (
+    i64,
+    String,
+    Option<String>,
+    bool,
+    bool,
+    i64,
+    Option<i64>,
+    Option<i64>,
+);
 
-fn token_info((id, name, run, read_only, created_at_ms, last_used_at_ms): TokenRow) -> TokenInfo {
+fn token_info(
+    (id, name, run, read_only, inference, created_at_ms, last_used_at_ms, expires_at_ms): TokenRow,
+) -> TokenInfo {
     TokenInfo {
         id,
         name,
         run,
         read_only,
+        inference,
         created_at_ms,
         last_used_at_ms,
+        expires_at_ms,
     }
 }
 
-const TOKEN_COLUMNS: &str = "id, name, run_id, read_only,
+const TOKEN_COLUMNS: &str = "id, name, run_id, read_only, inference,
     (extract(epoch FROM created_at) * 1000)::bigint,
-    (extract(epoch FROM last_used_at) * 1000)::bigint";
+    (extract(epoch FROM last_used_at) * 1000)::bigint,
+    (extract(epoch FROM expires_at) * 1000)::bigint";
 
 pub async fn tokens(db: &PgPool, team: i64) -> Result<Vec<TokenInfo>, sqlx::Error> {
     let rows: Vec<TokenRow> = sqlx::query_as(&format!(
-        "SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE team_id = $1 AND revoked_at IS NULL ORDER BY id"
+        "SELECT {TOKEN_COLUMNS} FROM api_tokens
+         WHERE team_id = $1 AND revoked_at IS NULL ORDER BY id"
     ))
     .bind(team)
     .fetch_all(db)
@@ -281,26 +336,41 @@ pub async fn tokens(db: &PgPool, team: i64) -> Result<Vec<TokenInfo>, sqlx::Erro
     Ok(rows.into_iter().map(token_info).collect())
 }
 
+/// A token about to be stored, its fields already checked.
+pub struct NewTokenRow<'a> {
+    pub team: i64,
+    pub name: &'a str,
+    pub run: Option<&'a str>,
+    pub read_only: bool,
+    pub inference: bool,
+    pub expires_in_days: Option<u32>,
+    pub created_by: Option<i64>,
+}
+
 /// Stores a new token's hash; the caller shows `secret` once.
 pub async fn create_token(
     db: &PgPool,
-    team: i64,
-    name: &str,
-    run: Option<&str>,
-    read_only: bool,
-    created_by: Option<i64>,
+    token: &NewTokenRow<'_>,
     secret: &str,
 ) -> Result<TokenInfo, sqlx::Error> {
     let row: TokenRow = sqlx::query_as(&format!(
-        "INSERT INTO api_tokens (team_id, run_id, name, read_only, token_hash, created_by)
-         VALUES ($1, $2, $3, $4, $5, $6) RETURNING {TOKEN_COLUMNS}"
+        "INSERT INTO api_tokens
+             (team_id, run_id, name, read_only, inference, token_hash, created_by, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, now() + $8::int * interval '1 day')
+         RETURNING {TOKEN_COLUMNS}"
     ))
-    .bind(team)
-    .bind(run)
-    .bind(name)
-    .bind(read_only)
+    .bind(token.team)
+    .bind(token.run)
+    .bind(token.name)
+    .bind(token.read_only)
+    .bind(token.inference)
     .bind(token_hash(secret))
-    .bind(created_by)
+    .bind(token.created_by)
+    .bind(
+        token
+            .expires_in_days
+            .map(|days| i32::try_from(days).unwrap_or(i32::MAX)),
+    )
     .fetch_one(db)
     .await?;
     Ok(token_info(row))

@@ -1,8 +1,9 @@
 //! `/login`: sign in, register, or (on a fresh server) create the first owner and team.
 //!
-//! With authentication off there is nothing to sign in to, so the page sends the visitor on.
+//! With authentication off there is nothing to sign in to, so the page sends the visitor on. The
+//! server says whether anyone may register, only with an invite code, or nobody.
 
-use lachesis_shared::accounts::{Login, NewAccount};
+use lachesis_shared::accounts::{Login, NewAccount, Registration};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use leptos_router::hooks::use_navigate;
@@ -29,6 +30,8 @@ pub fn LoginPage() -> impl IntoView {
     let username = RwSignal::new(String::new());
     let password = RwSignal::new(String::new());
     let team = RwSignal::new(String::new());
+    let invite = RwSignal::new(String::new());
+    let registration = RwSignal::new(Registration::Open);
     let error = RwSignal::new(None::<String>);
     let busy = RwSignal::new(false);
 
@@ -36,6 +39,7 @@ pub fn LoginPage() -> impl IntoView {
     Effect::new(move |_| match state.get() {
         Some(Ok(s)) if !s.enabled => go_home("/", Default::default()),
         Some(Ok(s)) if s.needs_first_owner => mode.set(Mode::FirstOwner),
+        Some(Ok(s)) => registration.set(s.registration),
         Some(Err(e)) => error.set(Some(e.to_string())),
         _ => {}
     });
@@ -50,12 +54,14 @@ pub fn LoginPage() -> impl IntoView {
         let navigate = navigate.clone();
         let (user, pass) = (username.get_untracked(), password.get_untracked());
         let team_name = team.get_untracked().trim().to_owned();
+        let invite_code = invite.get_untracked().trim().to_owned();
         let mode = mode.get_untracked();
         spawn_local(async move {
             let account = NewAccount {
                 username: user.clone(),
                 password: pass.clone(),
                 team: (!team_name.is_empty()).then_some(team_name),
+                invite: (!invite_code.is_empty()).then_some(invite_code),
             };
             let result = match mode {
                 Mode::SignIn => {
@@ -114,8 +120,30 @@ pub fn LoginPage() -> impl IntoView {
             </label>
         })
     };
+    let invite_field = move || {
+        (mode.get() == Mode::Register).then(|| {
+            let required = registration.get() == Registration::Invite;
+            let label = if required {
+                "Invite code (from a team owner)"
+            } else {
+                "Invite code (optional)"
+            };
+            view! {
+                <label>
+                    {label}
+                    <input
+                        type="text"
+                        required=required
+                        data-testid="login-invite"
+                        bind:value=invite
+                    />
+                </label>
+            }
+        })
+    };
     let switch = move || {
         let (question, action, target) = match mode.get() {
+            Mode::SignIn if registration.get() == Registration::Closed => return None,
             Mode::SignIn => ("No account? ", "Register", Mode::Register),
             Mode::Register => ("Have an account? ", "Sign in", Mode::SignIn),
             Mode::FirstOwner => return None,
@@ -165,6 +193,7 @@ pub fn LoginPage() -> impl IntoView {
                     />
                 </label>
                 {team_field}
+                {invite_field}
                 <button
                     type="submit"
                     class="primary"

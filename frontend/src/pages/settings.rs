@@ -176,6 +176,8 @@ fn Tokens(team: String) -> impl IntoView {
     let name = RwSignal::new(String::new());
     let run = RwSignal::new(String::new());
     let read_only = RwSignal::new(false);
+    let inference = RwSignal::new(false);
+    let expires_in_days = RwSignal::new(String::new());
     let created = RwSignal::new(None::<CreatedToken>);
     let copied = RwSignal::new(false);
     let error = RwSignal::new(None::<String>);
@@ -183,10 +185,25 @@ fn Tokens(team: String) -> impl IntoView {
     let create = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         let run_name = run.get_untracked().trim().to_owned();
+        let days = expires_in_days.get_untracked();
+        let days = days.trim();
+        let expires = if days.is_empty() {
+            None
+        } else {
+            match days.parse::<u32>() {
+                Ok(days) => Some(days),
+                Err(_) => {
+                    error.set(Some("expiry: a whole number of days, or empty".to_owned()));
+                    return;
+                }
+            }
+        };
         let body = NewToken {
             name: name.get_untracked().trim().to_owned(),
             run: (!run_name.is_empty()).then_some(run_name),
             read_only: read_only.get_untracked(),
+            expires_in_days: expires,
+            inference: inference.get_untracked(),
         };
         spawn_local(async move {
             match api::create_token(&team.get_value(), &body).await {
@@ -196,6 +213,8 @@ fn Tokens(team: String) -> impl IntoView {
                     name.set(String::new());
                     run.set(String::new());
                     read_only.set(false);
+                    inference.set(false);
+                    expires_in_days.set(String::new());
                     error.set(None);
                     tokens.refetch();
                 }
@@ -242,9 +261,9 @@ fn Tokens(team: String) -> impl IntoView {
     };
 
     let rows = move || match tokens.get() {
-        None => view! { <tr><td colspan="6" class="muted">"Loading…"</td></tr> }.into_any(),
+        None => view! { <tr><td colspan="7" class="muted">"Loading…"</td></tr> }.into_any(),
         Some(Err(e)) => {
-            view! { <tr><td colspan="6" class="error">{e.to_string()}</td></tr> }.into_any()
+            view! { <tr><td colspan="7" class="error">{e.to_string()}</td></tr> }.into_any()
         }
         Some(Ok(list)) => {
             let now = now_ms();
@@ -255,9 +274,13 @@ fn Tokens(team: String) -> impl IntoView {
                         <tr>
                             <td>{t.name}</td>
                             <td>{t.run.unwrap_or_else(|| "all runs".to_owned())}</td>
-                            <td>{if t.read_only { "read-only" } else { "read-write" }}</td>
+                            <td>
+                                {if t.read_only { "read-only" } else { "read-write" }}
+                                {if t.inference { ", model" } else { "" }}
+                            </td>
                             <td>{ago(now, t.created_at_ms)}</td>
                             <td>{t.last_used_at_ms.map_or_else(|| "never".to_owned(), |at| ago(now, at))}</td>
+                            <td>{expiry(now, t.expires_at_ms)}</td>
                             <td>
                                 <button class="link danger" on:click=move |_| revoke(id)>"Revoke"</button>
                             </td>
@@ -285,6 +308,7 @@ fn Tokens(team: String) -> impl IntoView {
                         <th>"Access"</th>
                         <th>"Created"</th>
                         <th>"Last used"</th>
+                        <th>"Expires"</th>
                         <th></th>
                     </tr>
                 </thead>
@@ -298,8 +322,31 @@ fn Tokens(team: String) -> impl IntoView {
                 <input type="checkbox" bind:checked=read_only />
                 "read-only"
             </label>
+            <label class="check">
+                <input type="checkbox" bind:checked=inference />
+                "may call the model"
+            </label>
+            <input
+                type="number"
+                min="1"
+                placeholder="expires in days (optional)"
+                bind:value=expires_in_days
+            />
             <button type="submit" class="primary">"Create token"</button>
         </form>
         {move || error.get().map(|e| view! { <p class="error" role="alert">{e}</p> })}
+    }
+}
+
+/// When a token stops working: "never", "expired", or how long it has left.
+fn expiry(now_ms: i64, expires_at_ms: Option<i64>) -> String {
+    const HOUR_MS: i64 = 3_600_000;
+    match expires_at_ms {
+        None => "never".to_owned(),
+        Some(at) if at <= now_ms => "expired".to_owned(),
+        Some(at) if at - now_ms >= 24 * HOUR_MS => {
+            format!("in {} d", (at - now_ms) / (24 * HOUR_MS))
+        }
+        Some(at) => format!("in {} h", ((at - now_ms) / HOUR_MS).max(1)),
     }
 }
