@@ -1,30 +1,24 @@
-//! The embedded engine: a llama-architecture GGUF model on the CPU, served by one worker thread.
-//!
-//! The worker holds up to `max_active` requests at once and advances them in turn, one decoding
-//! step each, so a short request is never stuck behind a long one. The `n` completions of one
-//! request are decoded together as a batch (the GRPO case: a group of answers to one prompt), which
-//! reads the weights once per step for all of them.
+//! The embedded engine: a llama-architecture GGUF model on the CPU, served by one supervised
+//! worker thread (see [`crate::worker`]), with a bounded number of requests admitted at once.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::Instant;
 
 use candle_core::quantized::gguf_file;
-use candle_core::{Device, Tensor};
-use rand::rngs::StdRng;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::llama::{KvCache, Llama, rows};
-use crate::sampling::{log_softmax, sample, top_k};
+use crate::llama::Llama;
+use crate::worker::{Admitted, Command, Job, SharedModel, Worker};
 use crate::{EngineError, ModelTokenizer, SamplingParams};
 
 #[derive(Debug, Clone)]
 pub struct EngineOptions {
-    /// Requests advanced in turn; more wait in the queue.
+    /// Requests advanced in turn, each holding its KV cache; more wait in the queue.
     pub max_active: usize,
-    /// Requests allowed to wait; beyond it callers get [`EngineError::Busy`].
+    /// Requests allowed to wait besides the `max_active` running ones. One more is refused at
+    /// once with [`EngineError::Busy`], so the engine never holds more than the two together.
     pub queue: usize,
     /// Longest sequence (prompt plus answer) served, at most the model's own context.
     pub context_cap: usize,
@@ -34,18 +28,20 @@ impl Default for EngineOptions {
     fn default() -> Self {
         Self {
             max_active: 4,
-            queue: 256,
+            queue: 60,
             context_cap: 8192,
         }
     }
 }
 
-/// What is loaded, for `/v1/models` and logs.
+/// What is loaded, for `/v1/models`, logs and the cost of a request.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ModelInfo {
     pub name: String,
     pub context_length: usize,
     pub vocab_size: usize,
+    /// Bytes of KV cache one token of one sequence holds (every layer's key and value, f32).
+    pub kv_bytes_per_token: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -110,7 +106,7 @@ impl Generation {
 /// A cheap handle to the engine's worker; clone it freely.
 #[derive(Clone)]
 pub struct Engine {
-    jobs: mpsc::Sender<Job>,
+    jobs: mpsc::Sender<Command>,
     tokenizer: Arc<ModelTokenizer>,
     info: Arc<ModelInfo>,
     /// The weights new requests start on; swapped in place by a trainer.
@@ -118,13 +114,10 @@ pub struct Engine {
     /// Bumped by every [`Engine::swap_model`]; rollouts carry it so batches say which weights
     /// produced them.
     weight_version: Arc<AtomicI64>,
-}
-
-type SharedModel = Arc<RwLock<Arc<Llama>>>;
-
-struct Job {
-    request: GenerateRequest,
-    reply: oneshot::Sender<Result<Generation, EngineError>>,
+    /// Requests queued or running, against `max_active + queue`.
+    admitted: Arc<Admitted>,
+    /// Times the worker loop panicked and was started again.
+    restarts: Arc<AtomicU64>,
 }
 
 impl Engine {
@@ -156,18 +149,24 @@ impl Engine {
             name,
             context_length: context,
             vocab_size: tokenizer.vocab_size(),
+            kv_bytes_per_token: model.kv_bytes_per_token(),
         };
-        let (jobs, queue) = mpsc::channel(options.queue.max(1));
+        let max_active = options.max_active.max(1);
+        let admitted = Admitted::new(max_active + options.queue);
+        // Every queued job holds an admission slot, so the channel is never the tighter bound.
+        let (jobs, queue) = mpsc::channel(admitted.limit);
         let model: SharedModel = Arc::new(RwLock::new(Arc::new(model)));
+        let restarts = Arc::new(AtomicU64::new(0));
         let worker = Worker {
             model: model.clone(),
             tokenizer: tokenizer.clone(),
             context,
-            max_active: options.max_active.max(1),
+            max_active,
+            restarts: restarts.clone(),
         };
         std::thread::Builder::new()
             .name("lachesis-engine".into())
-            .spawn(move || worker.run(queue))
+            .spawn(move || worker.supervise(queue))
             .map_err(|e| EngineError::Io(format!("starting the engine thread: {e}")))?;
         Ok(Self {
             jobs,
@@ -175,6 +174,8 @@ impl Engine {
             info: Arc::new(info),
             model,
             weight_version: Arc::new(AtomicI64::new(0)),
+            admitted,
+            restarts,
         })
     }
 
@@ -192,6 +193,14 @@ impl Engine {
             return Err(EngineError::Model(format!(
                 "the new weights serve {} positions, fewer than the engine's {}",
                 model.context_length, self.info.context_length
+            )));
+        }
+        // Callers priced their requests' memory with the loaded shape; a new one would lie to them.
+        if model.kv_bytes_per_token() != self.info.kv_bytes_per_token {
+            return Err(EngineError::Model(format!(
+                "the new weights hold {} KV bytes per token, the loaded ones {}",
+                model.kv_bytes_per_token(),
+                self.info.kv_bytes_per_token
             )));
         }
         let mut slot = self
@@ -215,6 +224,20 @@ impl Engine {
         &self.info
     }
 
+    /// How many times the worker panicked and was restarted since the engine started.
+    pub fn restarts(&self) -> u64 {
+        self.restarts.load(Ordering::SeqCst)
+    }
+
+    /// Makes the worker panic at its next turn, to exercise the restart. Not for production use.
+    #[doc(hidden)]
+    pub fn crash_worker_for_tests(&self) -> Result<(), EngineError> {
+        self.jobs.try_send(Command::Crash).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => EngineError::Busy(self.admitted.limit),
+            mpsc::error::TrySendError::Closed(_) => EngineError::Stopped,
+        })
+    }
+
     /// Generates `params.n` completions of `prompt`. Dropping the future cancels the work.
     pub async fn generate(&self, request: GenerateRequest) -> Result<Generation, EngineError> {
         request.params.validate()?;
@@ -227,7 +250,10 @@ impl Engine {
                 "token id {bad} is outside the vocabulary of {vocab}"
             )));
         }
-        let needed = request.prompt.len() + request.params.max_tokens;
+        let needed = request
+            .prompt
+            .len()
+            .saturating_add(request.params.max_tokens);
         if needed > self.info.context_length {
             return Err(EngineError::ContextLength {
                 prompt: request.prompt.len(),
@@ -235,11 +261,19 @@ impl Engine {
                 context: self.info.context_length,
             });
         }
+        let slot = self
+            .admitted
+            .claim()
+            .ok_or(EngineError::Busy(self.admitted.limit))?;
         let (reply, answer) = oneshot::channel();
         self.jobs
-            .try_send(Job { request, reply })
+            .try_send(Command::Generate(Job {
+                request,
+                reply,
+                _slot: slot,
+            }))
             .map_err(|e| match e {
-                mpsc::error::TrySendError::Full(_) => EngineError::Busy(self.jobs.max_capacity()),
+                mpsc::error::TrySendError::Full(_) => EngineError::Busy(self.admitted.limit),
                 mpsc::error::TrySendError::Closed(_) => EngineError::Stopped,
             })?;
         answer.await.map_err(|_| EngineError::Stopped)?
@@ -274,239 +308,4 @@ fn load_gguf(
         .unwrap_or_else(|| "model".into());
     let model = Llama::from_gguf(&content, &mut file, context_cap, true)?;
     Ok((model, tokenizer, name))
-}
-
-struct Worker {
-    model: SharedModel,
-    tokenizer: ModelTokenizer,
-    context: usize,
-    max_active: usize,
-}
-
-impl Worker {
-    fn current(&self) -> Arc<Llama> {
-        // A poisoned lock only means a swap panicked midway; the Arc inside is still whole.
-        match self.model.read() {
-            Ok(model) => model.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
-    }
-
-    fn run(self, mut queue: mpsc::Receiver<Job>) {
-        let mut active: Vec<Session> = Vec::new();
-        loop {
-            while active.len() < self.max_active {
-                match queue.try_recv() {
-                    Ok(job) => active.push(Session::new(job, self.current())),
-                    Err(_) => break,
-                }
-            }
-            if active.is_empty() {
-                match queue.blocking_recv() {
-                    Some(job) => active.push(Session::new(job, self.current())),
-                    None => return,
-                }
-                continue;
-            }
-            let mut index = 0;
-            while index < active.len() {
-                let session = &mut active[index];
-                let outcome = if session.job.reply.is_closed() {
-                    Some(Err(EngineError::Stopped))
-                } else {
-                    session.step(&self.tokenizer, self.context).transpose()
-                };
-                match outcome {
-                    None => index += 1,
-                    Some(result) => {
-                        let session = active.swap_remove(index);
-                        // A caller that went away no longer wants the answer.
-                        let _ = session.job.reply.send(result);
-                    }
-                }
-            }
-        }
-    }
-}
-
-struct ChoiceState {
-    tokens: Vec<u32>,
-    logprobs: Vec<TokenLogprob>,
-    text: String,
-    finished: Option<FinishReason>,
-}
-
-/// One request in progress, with its own KV cache (the weights are shared).
-struct Session {
-    job: Job,
-    model: Arc<Llama>,
-    cache: KvCache,
-    rng: StdRng,
-    choices: Vec<ChoiceState>,
-    prompt_logprobs: Option<Vec<Option<TokenLogprob>>>,
-    /// Position of the next token fed to the model; 0 until the prompt has been read.
-    position: usize,
-    started: Instant,
-    prompt_seconds: f64,
-}
-
-impl Session {
-    fn new(job: Job, model: Arc<Llama>) -> Self {
-        let n = job.request.params.n;
-        Self {
-            cache: model.new_cache(),
-            rng: job.request.params.rng(),
-            job,
-            model,
-            choices: (0..n)
-                .map(|_| ChoiceState {
-                    tokens: Vec::new(),
-                    logprobs: Vec::new(),
-                    text: String::new(),
-                    finished: None,
-                })
-                .collect(),
-            prompt_logprobs: None,
-            position: 0,
-            started: Instant::now(),
-            prompt_seconds: 0.0,
-        }
-    }
-
-    /// Advances by one token per choice (the first step reads the whole prompt). Returns the
-    /// finished generation when every choice is done.
-    fn step(
-        &mut self,
-        tokenizer: &ModelTokenizer,
-        context: usize,
-    ) -> Result<Option<Generation>, EngineError> {
-        let prompt = &self.job.request.prompt;
-        let params = &self.job.request.params;
-        let n = params.n;
-        let rows = if self.position == 0 {
-            // The prompt is read once, for one row; its cache is then repeated for the n answers.
-            let input = Tensor::new(prompt.as_slice(), &Device::Cpu)?.unsqueeze(0)?;
-            let every_position = params.prompt_logprobs.is_some();
-            let logits = self
-                .model
-                .forward(&input, 0, &mut self.cache, every_position)?;
-            let mut all = rows(&logits)?;
-            let last = all.pop().unwrap_or_default();
-            if let Some(k) = params.prompt_logprobs {
-                self.prompt_logprobs = Some(score_prompt(prompt, &all, k));
-            }
-            if n > 1 {
-                self.cache = self.cache.repeat_rows(n)?;
-            }
-            self.position = prompt.len();
-            self.prompt_seconds = self.started.elapsed().as_secs_f64();
-            vec![last; n]
-        } else {
-            let last: Vec<u32> = self
-                .choices
-                .iter()
-                .map(|c| c.tokens.last().copied().unwrap_or(0))
-                .collect();
-            let input = Tensor::new(last.as_slice(), &Device::Cpu)?.unsqueeze(1)?;
-            let logits = self
-                .model
-                .forward(&input, self.position, &mut self.cache, false)?;
-            self.position += 1;
-            rows(&logits)?
-        };
-        let eos = tokenizer.eos_token_id();
-        for (choice, row) in self.choices.iter_mut().zip(rows) {
-            if choice.finished.is_some() {
-                continue;
-            }
-            let lps = log_softmax(&row);
-            let token = sample(&lps, params.temperature, params.top_p, &mut self.rng)?;
-            choice.tokens.push(token);
-            choice.logprobs.push(TokenLogprob {
-                token,
-                logprob: lps[token as usize],
-                top: top_k(&lps, params.top_logprobs),
-            });
-            if token == eos {
-                choice.finished = Some(FinishReason::Stop);
-                continue;
-            }
-            // Stop strings need the text at every step; otherwise it is decoded once at the end.
-            if !params.stop.is_empty() {
-                choice.text = tokenizer.decode(&choice.tokens)?;
-                if let Some(cut) = first_stop(&choice.text, &params.stop) {
-                    choice.text.truncate(cut);
-                    choice.finished = Some(FinishReason::Stop);
-                    continue;
-                }
-            }
-            if choice.tokens.len() >= params.max_tokens || self.position + 1 >= context {
-                choice.finished = Some(FinishReason::Length);
-            }
-        }
-        if self.choices.iter().any(|c| c.finished.is_none()) {
-            return Ok(None);
-        }
-        let mut choices = Vec::with_capacity(self.choices.len());
-        for c in self.choices.drain(..) {
-            let text = if params.stop.is_empty() {
-                let spoken = match c.tokens.split_last() {
-                    Some((&last, rest)) if last == eos => rest,
-                    _ => &c.tokens[..],
-                };
-                tokenizer.decode(spoken)?
-            } else {
-                c.text
-            };
-            choices.push(Choice {
-                tokens: c.tokens,
-                logprobs: c.logprobs,
-                text,
-                finish_reason: c.finished.unwrap_or(FinishReason::Length),
-            });
-        }
-        let total = self.started.elapsed().as_secs_f64();
-        Ok(Some(Generation {
-            prompt_tokens: prompt.clone(),
-            prompt_logprobs: self.prompt_logprobs.take(),
-            choices,
-            prompt_seconds: self.prompt_seconds,
-            generation_seconds: total - self.prompt_seconds,
-        }))
-    }
-}
-
-/// Byte offset of the earliest stop string in `text`.
-fn first_stop(text: &str, stops: &[String]) -> Option<usize> {
-    stops.iter().filter_map(|s| text.find(s.as_str())).min()
-}
-
-/// The log-probability of each prompt token given the ones before it, from the logits of every
-/// prompt position but the last (`rows[i]` predicts token `i + 1`).
-fn score_prompt(prompt: &[u32], rows: &[Vec<f32>], k: usize) -> Vec<Option<TokenLogprob>> {
-    let mut scored = vec![None];
-    for (row, &token) in rows.iter().zip(prompt.iter().skip(1)) {
-        let lps = log_softmax(row);
-        scored.push(Some(TokenLogprob {
-            token,
-            logprob: lps
-                .get(token as usize)
-                .copied()
-                .unwrap_or(f32::NEG_INFINITY),
-            top: top_k(&lps, k),
-        }));
-    }
-    scored
-}
-
-#[cfg(test)]
-mod tests {
-    use super::first_stop;
-
-    #[test]
-    fn the_earliest_stop_string_wins() {
-        let stops = vec!["\n\n".to_owned(), "Answer".to_owned()];
-        assert_eq!(first_stop("x = 4\n\nAnswer", &stops), Some(5));
-        assert_eq!(first_stop("no stop here", &stops), None);
-    }
 }

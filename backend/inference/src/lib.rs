@@ -8,6 +8,7 @@ mod hf;
 pub mod llama;
 mod sampling;
 mod tokenizer;
+mod worker;
 
 pub use engine::{
     Choice, Engine, EngineOptions, FinishReason, GenerateRequest, Generation, ModelInfo,
@@ -31,12 +32,17 @@ pub enum EngineError {
         max_tokens: usize,
         context: usize,
     },
-    /// The queue of waiting requests is full (a 503; retry later).
-    #[error("the engine is busy: {0} requests are waiting")]
+    /// As many requests as the engine admits are already queued or running (a 503 with
+    /// `Retry-After`; retry later).
+    #[error("the engine is busy: {0} requests are already running or waiting; retry later")]
     Busy(usize),
     /// The engine's worker has stopped.
     #[error("the engine has stopped")]
     Stopped,
+    /// The worker panicked while running this request; it was restarted and serves later ones
+    /// (a 500).
+    #[error("the engine failed while running this request and was restarted")]
+    WorkerCrashed,
     /// The model file is missing, unreadable or of an unsupported kind.
     #[error("model: {0}")]
     Model(String),

@@ -216,6 +216,12 @@ impl Llama {
         self.embeddings.dim(0).unwrap_or(0)
     }
 
+    /// Bytes one token adds to a [`KvCache`] row: a key and a value vector per layer and KV head,
+    /// in f32 (the dtype the attention computes them in).
+    pub fn kv_bytes_per_token(&self) -> usize {
+        self.layers.len() * 2 * self.n_kv_head * self.head_dim * std::mem::size_of::<f32>()
+    }
+
     pub fn new_cache(&self) -> KvCache {
         KvCache {
             layers: vec![None; self.layers.len()],

@@ -2,7 +2,7 @@
 //! (`{"error": {"message", "type", "param", "code"}}`), which OpenAI clients and atroposlib read.
 
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use lachesis_inference::EngineError;
 use serde_json::json;
@@ -14,6 +14,33 @@ pub enum InferenceError {
     BadRequest {
         message: String,
         param: Option<String>,
+    },
+    /// The request's KV cache would exceed the per-request budget.
+    #[error(
+        "this request would hold about {estimate_mib:.1} MiB of KV cache: n ({n}) × (prompt {prompt} + max_tokens {max_tokens}) tokens × {bytes_per_token} bytes per token, more than the {budget_mib:.1} MiB one request may use on this server (--inference-kv-budget-mib); lower n or max_tokens, or shorten the prompt"
+    )]
+    KvBudget {
+        n: usize,
+        prompt: usize,
+        max_tokens: usize,
+        bytes_per_token: usize,
+        estimate_mib: f64,
+        budget_mib: f64,
+    },
+    /// The request alone asks for more tokens than a caller's bucket holds: waiting never helps.
+    #[error(
+        "this request may use {cost} tokens (prompt + n × max_tokens), more than one caller may use at once on this server ({burst}, --inference-burst-tokens); lower n or max_tokens"
+    )]
+    OverBurst { cost: u64, burst: u64 },
+    /// The caller spent its tokens for now (a 429 with `Retry-After`).
+    #[error(
+        "rate limit reached: this request may use {cost} tokens (prompt + n × max_tokens) and this caller has {available} of its {per_minute} tokens per minute left (--inference-tokens-per-minute); retry after {retry_after_secs} s"
+    )]
+    RateLimited {
+        cost: u64,
+        available: u64,
+        per_minute: u64,
+        retry_after_secs: u64,
     },
     /// The server runs without an embedded model.
     #[error(
@@ -33,6 +60,10 @@ impl InferenceError {
     }
 }
 
+/// What a client told "busy" should wait: one second lets it poll without hammering, and a
+/// queued request on this engine takes from a fraction of a second to tens of them.
+const BUSY_RETRY_AFTER_SECS: u64 = 1;
+
 impl IntoResponse for InferenceError {
     fn into_response(self) -> Response {
         let (status, kind, param) = match &self {
@@ -41,6 +72,12 @@ impl IntoResponse for InferenceError {
                 "invalid_request_error",
                 param.clone(),
             ),
+            InferenceError::KvBudget { .. } | InferenceError::OverBurst { .. } => {
+                (StatusCode::BAD_REQUEST, "invalid_request_error", None)
+            }
+            InferenceError::RateLimited { .. } => {
+                (StatusCode::TOO_MANY_REQUESTS, "rate_limit_exceeded", None)
+            }
             InferenceError::NoModel => (StatusCode::SERVICE_UNAVAILABLE, "model_not_loaded", None),
             InferenceError::Engine(e) => match e {
                 EngineError::InvalidRequest(_) | EngineError::ContextLength { .. } => {
@@ -52,11 +89,18 @@ impl IntoResponse for InferenceError {
                 EngineError::Busy(_) | EngineError::Stopped => {
                     (StatusCode::SERVICE_UNAVAILABLE, "server_busy", None)
                 }
-                EngineError::Model(_) | EngineError::Io(_) => {
+                EngineError::Model(_) | EngineError::Io(_) | EngineError::WorkerCrashed => {
                     tracing::error!(error = %e, "inference failed");
                     (StatusCode::INTERNAL_SERVER_ERROR, "server_error", None)
                 }
             },
+        };
+        let retry_after = match &self {
+            InferenceError::RateLimited {
+                retry_after_secs, ..
+            } => Some(*retry_after_secs),
+            InferenceError::Engine(EngineError::Busy(_)) => Some(BUSY_RETRY_AFTER_SECS),
+            _ => None,
         };
         let body = json!({
             "error": {
@@ -66,6 +110,50 @@ impl IntoResponse for InferenceError {
                 "code": status.as_u16(),
             }
         });
-        (status, Json(body)).into_response()
+        let mut response = (status, Json(body)).into_response();
+        if let Some(secs) = retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn retry_after(error: InferenceError) -> (StatusCode, Option<String>) {
+        let response = error.into_response();
+        let header = response
+            .headers()
+            .get(header::RETRY_AFTER)
+            .map(|v| v.to_str().unwrap().to_owned());
+        (response.status(), header)
+    }
+
+    #[test]
+    fn refusals_worth_retrying_say_when() {
+        assert_eq!(
+            retry_after(EngineError::Busy(64).into()),
+            (StatusCode::SERVICE_UNAVAILABLE, Some("1".into()))
+        );
+        let limited = InferenceError::RateLimited {
+            cost: 12,
+            available: 3,
+            per_minute: 60,
+            retry_after_secs: 9,
+        };
+        assert_eq!(
+            retry_after(limited),
+            (StatusCode::TOO_MANY_REQUESTS, Some("9".into()))
+        );
+        let too_large = InferenceError::OverBurst { cost: 9, burst: 8 };
+        assert_eq!(retry_after(too_large), (StatusCode::BAD_REQUEST, None));
+        assert_eq!(
+            retry_after(EngineError::WorkerCrashed.into()),
+            (StatusCode::INTERNAL_SERVER_ERROR, None)
+        );
     }
 }

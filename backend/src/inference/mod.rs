@@ -2,8 +2,11 @@
 //! `/v1/chat/completions`, and vLLM's `/generate` as atroposlib's `VLLMServer` calls it, with
 //! `/health` and `/health_generate`. All of it on the server's own address.
 
+mod admission;
 mod error;
+pub mod limits;
 mod openai;
+mod quota;
 mod vllm;
 
 use axum::extract::{FromRequest, Request, State};

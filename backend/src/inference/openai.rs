@@ -7,7 +7,10 @@ use lachesis_inference::{ChatMessage, Engine, GenerateRequest, Generation, Token
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{CommonSampling, InferenceError, InferenceJson, engine, request_id, unix_now};
+use super::quota::CallerKey;
+use super::{
+    CommonSampling, InferenceError, InferenceJson, admission, engine, request_id, unix_now,
+};
 use crate::app::AppState;
 
 pub async fn models(State(state): State<AppState>) -> Result<Json<Value>, InferenceError> {
@@ -55,6 +58,7 @@ fn sixteen() -> usize {
 
 pub async fn completions(
     State(state): State<AppState>,
+    caller: CallerKey,
     InferenceJson(request): InferenceJson<CompletionRequest>,
 ) -> Result<Json<Value>, InferenceError> {
     let engine = engine(&state)?;
@@ -80,7 +84,13 @@ pub async fn completions(
     }
     let mut params = request.sampling.to_params(request.max_tokens)?;
     params.top_logprobs = request.logprobs.unwrap_or(0);
-    let generation = engine.generate(GenerateRequest { prompt, params }).await?;
+    let generation = admission::generate(
+        &state.inference_limits,
+        engine,
+        &caller,
+        GenerateRequest { prompt, params },
+    )
+    .await?;
     let choices: Vec<Value> = generation
         .choices
         .iter()
@@ -126,6 +136,7 @@ pub struct ChatRequest {
 
 pub async fn chat_completions(
     State(state): State<AppState>,
+    caller: CallerKey,
     InferenceJson(request): InferenceJson<ChatRequest>,
 ) -> Result<Json<Value>, InferenceError> {
     let engine = engine(&state)?;
@@ -153,7 +164,13 @@ pub async fn chat_completions(
         );
     let mut params = request.sampling.to_params(max_tokens)?;
     params.top_logprobs = request.top_logprobs.unwrap_or(0);
-    let generation = engine.generate(GenerateRequest { prompt, params }).await?;
+    let generation = admission::generate(
+        &state.inference_limits,
+        engine,
+        &caller,
+        GenerateRequest { prompt, params },
+    )
+    .await?;
     let choices: Vec<Value> = generation
         .choices
         .iter()

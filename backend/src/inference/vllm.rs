@@ -9,7 +9,8 @@ use lachesis_inference::{GenerateRequest, TokenLogprob};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::{CommonSampling, InferenceError, InferenceJson, engine};
+use super::quota::CallerKey;
+use super::{CommonSampling, InferenceError, InferenceJson, admission, engine};
 use crate::app::AppState;
 
 #[derive(Debug, Deserialize)]
@@ -39,6 +40,7 @@ fn sixteen() -> usize {
 
 pub async fn generate(
     State(state): State<AppState>,
+    caller: CallerKey,
     InferenceJson(request): InferenceJson<VllmGenerateRequest>,
 ) -> Result<Response, InferenceError> {
     let engine = engine(&state)?;
@@ -49,7 +51,13 @@ pub async fn generate(
     let mut params = request.sampling.to_params(request.max_tokens)?;
     params.top_logprobs = request.logprobs.unwrap_or(0);
     params.prompt_logprobs = request.prompt_logprobs;
-    let generation = engine.generate(GenerateRequest { prompt, params }).await?;
+    let generation = admission::generate(
+        &state.inference_limits,
+        engine,
+        &caller,
+        GenerateRequest { prompt, params },
+    )
+    .await?;
     let prompt_text = engine.tokenizer().decode(&generation.prompt_tokens)?;
     let logprobs = request.logprobs.map(|_| {
         generation

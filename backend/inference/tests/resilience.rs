@@ -1,0 +1,141 @@
+//! The engine under pressure, against the real SmolLM2-135M GGUF (`LACHESIS_MODEL`): a bounded
+//! number of requests admitted, a worker that survives its own panic, and long prompts read in
+//! chunks without changing what the model computes.
+
+use std::path::PathBuf;
+
+use candle_core::quantized::gguf_file;
+use candle_core::{Device, Tensor};
+use lachesis_inference::llama::{Llama, rows};
+use lachesis_inference::{
+    Engine, EngineError, EngineOptions, GenerateRequest, Generation, SamplingParams, log_softmax,
+};
+
+fn model_path() -> PathBuf {
+    let path = PathBuf::from(
+        std::env::var_os("LACHESIS_MODEL").expect("set LACHESIS_MODEL to the SmolLM2 GGUF"),
+    );
+    assert!(path.exists(), "{} does not exist", path.display());
+    path
+}
+
+/// Runs a request on a task of its own, as a server handler would.
+fn spawn(
+    engine: &Engine,
+    request: GenerateRequest,
+) -> tokio::task::JoinHandle<Result<Generation, EngineError>> {
+    let engine = engine.clone();
+    tokio::spawn(async move { engine.generate(request).await })
+}
+
+/// A prompt the model continues for as long as it is allowed to.
+fn counting(engine: &Engine, max_tokens: usize) -> GenerateRequest {
+    GenerateRequest {
+        prompt: engine
+            .tokenizer()
+            .encode("1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,")
+            .unwrap(),
+        params: SamplingParams {
+            temperature: 0.0,
+            max_tokens,
+            ..SamplingParams::default()
+        },
+    }
+}
+
+#[tokio::test]
+async fn requests_beyond_the_admitted_number_are_refused_at_once() {
+    let options = EngineOptions {
+        max_active: 1,
+        queue: 1,
+        ..EngineOptions::default()
+    };
+    let engine = Engine::load(&model_path(), options).unwrap();
+    let running: Vec<_> = (0..2)
+        .map(|_| spawn(&engine, counting(&engine, 48)))
+        .collect();
+    // On this single-threaded runtime, yielding lets both tasks reach the engine.
+    tokio::task::yield_now().await;
+    let refused = engine.generate(counting(&engine, 1)).await;
+    assert_eq!(refused.unwrap_err(), EngineError::Busy(2));
+    for task in running {
+        let generation = task.await.unwrap().expect("admitted requests are served");
+        assert!(!generation.choices[0].tokens.is_empty());
+    }
+    // Their places were given back.
+    assert!(engine.generate(counting(&engine, 1)).await.is_ok());
+}
+
+#[tokio::test]
+async fn a_panicking_worker_is_restarted_on_the_loaded_weights() {
+    let engine = Engine::load(&model_path(), EngineOptions::default()).unwrap();
+    assert_eq!(engine.restarts(), 0);
+    let running = spawn(&engine, counting(&engine, 200));
+    tokio::task::yield_now().await;
+    engine.crash_worker_for_tests().unwrap();
+    // The request the worker was running when it panicked is told so.
+    assert_eq!(
+        running.await.unwrap().unwrap_err(),
+        EngineError::WorkerCrashed
+    );
+    let after = engine
+        .generate(counting(&engine, 4))
+        .await
+        .expect("the restarted worker serves");
+    assert_eq!(after.choices[0].tokens.len(), 4);
+    assert_eq!(engine.restarts(), 1);
+
+    // Again, with nothing running: the next request still succeeds.
+    engine.crash_worker_for_tests().unwrap();
+    assert!(engine.generate(counting(&engine, 2)).await.is_ok());
+    assert_eq!(engine.restarts(), 2);
+}
+
+#[tokio::test]
+async fn a_long_prompt_read_in_chunks_scores_as_one_pass() {
+    let path = model_path();
+    let engine = Engine::load(&path, EngineOptions::default()).unwrap();
+    let text = "The quick brown fox jumps over the lazy dog, and then it rests. ".repeat(50);
+    let prompt = engine.tokenizer().encode(&text).unwrap();
+    assert!(prompt.len() > 600, "{} tokens", prompt.len());
+    let scored = engine
+        .generate(GenerateRequest {
+            prompt: prompt.clone(),
+            params: SamplingParams {
+                temperature: 0.0,
+                max_tokens: 1,
+                prompt_logprobs: Some(0),
+                ..SamplingParams::default()
+            },
+        })
+        .await
+        .unwrap()
+        .prompt_logprobs
+        .unwrap();
+    assert_eq!(scored.len(), prompt.len());
+
+    let mut file = std::fs::File::open(&path).unwrap();
+    let content = gguf_file::Content::read(&mut file).unwrap();
+    let model = Llama::from_gguf(&content, &mut file, 8192, true).unwrap();
+    let input = Tensor::new(prompt.as_slice(), &Device::Cpu)
+        .unwrap()
+        .unsqueeze(0)
+        .unwrap();
+    let logits = model
+        .forward(&input, 0, &mut model.new_cache(), true)
+        .unwrap();
+    let one_pass = rows(&logits).unwrap();
+    let mut worst = 0f32;
+    for (position, entry) in scored.iter().enumerate().skip(1) {
+        let entry = entry
+            .as_ref()
+            .expect("every token after the first is scored");
+        assert_eq!(entry.token, prompt[position]);
+        let expected = log_softmax(&one_pass[position - 1])[prompt[position] as usize];
+        worst = worst.max((entry.logprob - expected).abs());
+    }
+    assert!(
+        worst < 0.05,
+        "chunked and one-pass logprobs differ by {worst}"
+    );
+}

@@ -1,0 +1,244 @@
+//! What one caller may ask of the embedded engine, fixed at start, and the per-caller token
+//! accounting that enforces the rate.
+
+use std::sync::Arc;
+
+use anyhow::bail;
+use lachesis_inference::{EngineOptions, MAX_CHOICES};
+
+use super::quota::CallerQuotas;
+
+const MIB: u64 = 1024 * 1024;
+
+/// Flags and environment variables for the inference limits (`None`: not given).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct InferenceLimitArgs {
+    /// Most completions (`n`) one request may ask for [default: 64].
+    #[arg(long, env = "LACHESIS_INFERENCE_MAX_N")]
+    pub inference_max_n: Option<usize>,
+    /// KV cache one request may need, in MiB: n × (prompt + max_tokens) × the model's KV bytes
+    /// per token [default: 2048].
+    #[arg(long, env = "LACHESIS_INFERENCE_KV_BUDGET_MIB")]
+    pub inference_kv_budget_mib: Option<u64>,
+    /// Most stop strings per request [default: 4, as OpenAI].
+    #[arg(long, env = "LACHESIS_INFERENCE_MAX_STOP")]
+    pub inference_max_stop: Option<usize>,
+    /// Longest stop string, in bytes [default: 256].
+    #[arg(long, env = "LACHESIS_INFERENCE_MAX_STOP_BYTES")]
+    pub inference_max_stop_bytes: Option<usize>,
+    /// Tokens (prompt + n × max_tokens) one caller may request per minute [default: 200000].
+    #[arg(long, env = "LACHESIS_INFERENCE_TOKENS_PER_MINUTE")]
+    pub inference_tokens_per_minute: Option<u64>,
+    /// Tokens one caller may request at once after idling [default: one minute's worth].
+    #[arg(long, env = "LACHESIS_INFERENCE_BURST_TOKENS")]
+    pub inference_burst_tokens: Option<u64>,
+    /// Callers whose token balance is remembered; the least recently seen are forgotten beyond
+    /// it [default: 65536].
+    #[arg(long, env = "LACHESIS_INFERENCE_QUOTA_CALLERS")]
+    pub inference_quota_callers: Option<usize>,
+    /// Requests the engine holds at once, running or waiting; more are refused with 503 and
+    /// `Retry-After` [default: 64].
+    #[arg(long, env = "LACHESIS_INFERENCE_MAX_IN_FLIGHT")]
+    pub inference_max_in_flight: Option<usize>,
+}
+
+/// The limits the inference routes enforce (public fields: tests and embedders set them), and
+/// the per-caller token balances.
+#[derive(Debug, Clone)]
+pub struct InferenceLimits {
+    pub max_n: usize,
+    pub kv_budget_bytes: u64,
+    pub max_stop_strings: usize,
+    pub max_stop_bytes: usize,
+    pub tokens_per_minute: u64,
+    pub burst_tokens: u64,
+    pub quota_callers: usize,
+    pub max_in_flight: usize,
+    /// Runtime state, shared by clones; [`InferenceLimits::for_new_server`] starts it empty.
+    pub(super) quotas: Arc<CallerQuotas>,
+}
+
+impl Default for InferenceLimits {
+    fn default() -> Self {
+        Self {
+            max_n: MAX_CHOICES,
+            // n = 16 answers of 1k tokens after a 1k prompt on SmolLM2 (45 KiB a token) is 1.4 GiB;
+            // with the engine's 4 running requests the caches stay under 8 GiB.
+            kv_budget_bytes: 2048 * MIB,
+            max_stop_strings: 4,
+            max_stop_bytes: 256,
+            tokens_per_minute: 200_000,
+            burst_tokens: 200_000,
+            quota_callers: 65_536,
+            max_in_flight: 64,
+            quotas: Arc::default(),
+        }
+    }
+}
+
+impl InferenceLimits {
+    pub fn resolve(args: &InferenceLimitArgs) -> anyhow::Result<Self> {
+        let defaults = Self::default();
+        let tokens_per_minute = args
+            .inference_tokens_per_minute
+            .unwrap_or(defaults.tokens_per_minute);
+        let limits = Self {
+            max_n: args.inference_max_n.unwrap_or(defaults.max_n),
+            kv_budget_bytes: args
+                .inference_kv_budget_mib
+                .map_or(defaults.kv_budget_bytes, |mib| mib.saturating_mul(MIB)),
+            max_stop_strings: args.inference_max_stop.unwrap_or(defaults.max_stop_strings),
+            max_stop_bytes: args
+                .inference_max_stop_bytes
+                .unwrap_or(defaults.max_stop_bytes),
+            tokens_per_minute,
+            burst_tokens: args.inference_burst_tokens.unwrap_or(tokens_per_minute),
+            quota_callers: args
+                .inference_quota_callers
+                .unwrap_or(defaults.quota_callers),
+            max_in_flight: args
+                .inference_max_in_flight
+                .unwrap_or(defaults.max_in_flight),
+            quotas: Arc::default(),
+        };
+        limits.check()?;
+        Ok(limits)
+    }
+
+    /// Refuses settings that would turn a route off or exceed what the engine can do.
+    fn check(&self) -> anyhow::Result<()> {
+        if !(1..=MAX_CHOICES).contains(&self.max_n) {
+            bail!("--inference-max-n must be between 1 and {MAX_CHOICES}");
+        }
+        let at_least_one = [
+            ("--inference-kv-budget-mib", self.kv_budget_bytes),
+            ("--inference-max-stop-bytes", self.max_stop_bytes as u64),
+            ("--inference-tokens-per-minute", self.tokens_per_minute),
+            ("--inference-burst-tokens", self.burst_tokens),
+            ("--inference-quota-callers", self.quota_callers as u64),
+            ("--inference-max-in-flight", self.max_in_flight as u64),
+        ];
+        for (flag, value) in at_least_one {
+            if value == 0 {
+                bail!("{flag} must be at least 1");
+            }
+        }
+        Ok(())
+    }
+
+    /// The same limits with no caller seen yet: each server keeps its own balances, even when
+    /// one configuration builds several (as tests do).
+    pub fn for_new_server(&self) -> Self {
+        Self {
+            quotas: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    /// The engine's share: `max_in_flight` requests in all, of which the engine's default number
+    /// run at once (each running one holds a KV cache) and the rest wait.
+    pub fn engine_options(&self) -> EngineOptions {
+        let defaults = EngineOptions::default();
+        let max_active = defaults.max_active.min(self.max_in_flight).max(1);
+        EngineOptions {
+            max_active,
+            queue: self.max_in_flight.saturating_sub(max_active),
+            ..defaults
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        limits: InferenceLimitArgs,
+    }
+
+    fn resolve(flags: &[&str]) -> anyhow::Result<InferenceLimits> {
+        let cli = Cli::try_parse_from(std::iter::once("lachesis").chain(flags.iter().copied()))?;
+        InferenceLimits::resolve(&cli.limits)
+    }
+
+    #[test]
+    fn without_flags_the_defaults_apply() {
+        let limits = resolve(&[]).unwrap();
+        assert_eq!(limits.max_n, 64);
+        assert_eq!(limits.kv_budget_bytes, 2048 * MIB);
+        assert_eq!(limits.max_stop_strings, 4);
+        assert_eq!(limits.max_stop_bytes, 256);
+        assert_eq!(limits.tokens_per_minute, 200_000);
+        assert_eq!(limits.burst_tokens, 200_000);
+        assert_eq!(limits.quota_callers, 65_536);
+        assert_eq!(limits.max_in_flight, 64);
+        let engine = limits.engine_options();
+        assert_eq!(engine.max_active + engine.queue, 64);
+    }
+
+    #[test]
+    fn every_flag_sets_its_limit() {
+        let limits = resolve(&[
+            "--inference-max-n",
+            "8",
+            "--inference-kv-budget-mib",
+            "100",
+            "--inference-max-stop",
+            "2",
+            "--inference-max-stop-bytes",
+            "16",
+            "--inference-tokens-per-minute",
+            "600",
+            "--inference-burst-tokens",
+            "50",
+            "--inference-quota-callers",
+            "10",
+            "--inference-max-in-flight",
+            "1",
+        ])
+        .unwrap();
+        assert_eq!(limits.max_n, 8);
+        assert_eq!(limits.kv_budget_bytes, 100 * MIB);
+        assert_eq!(limits.max_stop_strings, 2);
+        assert_eq!(limits.max_stop_bytes, 16);
+        assert_eq!(limits.tokens_per_minute, 600);
+        assert_eq!(limits.burst_tokens, 50);
+        assert_eq!(limits.quota_callers, 10);
+        assert_eq!(limits.max_in_flight, 1);
+        let engine = limits.engine_options();
+        assert_eq!((engine.max_active, engine.queue), (1, 0));
+    }
+
+    #[test]
+    fn the_burst_follows_the_rate_unless_given() {
+        let limits = resolve(&["--inference-tokens-per-minute", "900"]).unwrap();
+        assert_eq!(limits.burst_tokens, 900);
+    }
+
+    #[test]
+    fn limits_that_would_shut_a_route_or_exceed_the_engine_are_refused() {
+        for flags in [
+            ["--inference-max-n", "0"],
+            ["--inference-max-n", "65"],
+            ["--inference-kv-budget-mib", "0"],
+            ["--inference-tokens-per-minute", "0"],
+            ["--inference-max-in-flight", "0"],
+            ["--inference-quota-callers", "0"],
+        ] {
+            let error = resolve(&flags).unwrap_err().to_string();
+            assert!(error.contains(flags[0]), "{flags:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_new_server_starts_with_no_caller_balances() {
+        let limits = InferenceLimits::default();
+        let fresh = limits.for_new_server();
+        assert!(Arc::ptr_eq(&limits.quotas, &limits.clone().quotas));
+        assert!(!Arc::ptr_eq(&limits.quotas, &fresh.quotas));
+    }
+}
