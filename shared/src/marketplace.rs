@@ -16,7 +16,9 @@ pub enum JudgeBackend {
     },
     /// The embedded model with this system prompt.
     Embedded { system_prompt: String },
-    /// An OpenAI-compatible endpoint; the key, if any, is read from the named environment variable.
+    /// An OpenAI-compatible endpoint. The platform's cards may name a server environment variable
+    /// holding the key (`api_key_env`, the operator's setting); a team's card carries the key its
+    /// team supplied (`NewCard::api_key`, sealed, never shown) and must be on a public https host.
     Openai {
         base_url: String,
         model: String,
@@ -62,6 +64,9 @@ pub struct AgentCard {
     pub owner_team: Option<String>,
     pub owner_wallet: Option<String>,
     pub judge: JudgeBackend,
+    /// The card's team supplied an endpoint key (the key itself is never shown).
+    #[serde(default)]
+    pub has_api_key: bool,
     pub listed: bool,
     pub stats: CardStats,
 }
@@ -81,6 +86,9 @@ pub struct NewCard {
     #[serde(default)]
     pub owner_wallet: Option<String>,
     pub judge: JudgeBackend,
+    /// The key an `openai` judge's endpoint needs, sealed at rest and never returned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
 }
 
 /// `PATCH /api/marketplace/cards/{slug}`: reprice, unlist or relist.

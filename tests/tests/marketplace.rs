@@ -214,8 +214,19 @@ async fn cards_are_public_and_only_their_owners_change_them() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let repriced = card(&app, "whisker").await;
+    // An unlisted card (its judge's configuration with it) is its owners' alone to read.
+    let (status, repriced) = call(&app, Some(&ada), Method::GET, patch, None).await;
+    assert_eq!(status, StatusCode::OK, "{repriced}");
+    let repriced: AgentCard = serde_json::from_value(repriced).unwrap();
     assert_eq!((repriced.price, repriced.listed), (MicroUsdc(1_750), false));
+    for stranger in [None, Some(&bob)] {
+        let (status, _) = call(&app, stranger, Method::GET, patch, None).await;
+        assert_eq!(
+            status,
+            StatusCode::NOT_FOUND,
+            "an unlisted card to a stranger"
+        );
+    }
     let (_, listed) = call(&app, None, Method::GET, "/api/marketplace/cards", None).await;
     assert!(
         !listed

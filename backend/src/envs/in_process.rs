@@ -86,7 +86,12 @@ pub fn spawn(
             let market = super::pay_to_play::Marketplace {
                 ledger: state.ledger.clone(),
                 settler: state.settler.clone(),
-                judges: crate::marketplace::judges::Judges::new(Some(policy.clone())),
+                // The platform's showcase: its budget never pays a team's card.
+                judges: crate::marketplace::judges::Judges::new(Some(policy.clone()))
+                    .platform_cards_only()
+                    .with_secrets(state.hosting.secrets_key.clone())
+                    .with_limits(state.hosting.judge)
+                    .with_probation(state.hosting.probation),
             };
             let env = Arc::new(
                 super::pay_to_play::PayToPlayEnv::new(&spec.options, market)

@@ -5,6 +5,7 @@ use lachesis_shared::ledger::{AccountKind, MicroUsdc};
 use lachesis_shared::marketplace::{AgentCard, CardStats, JudgeBackend, NewCard, UpdateCard};
 use sqlx::{PgPool, Row};
 
+use super::outbound::check_team_url;
 use crate::auth::AppError;
 use crate::ledger::Ledger;
 
@@ -132,7 +133,7 @@ pub async fn seed(db: &PgPool) -> anyhow::Result<()> {
 
 const CARD_QUERY: &str = "
     SELECT c.id, c.slug, c.name, c.description, c.specialties, c.price, t.name AS team,
-           c.owner_team, c.owner_wallet, c.judge, c.listed,
+           c.owner_team, c.owner_wallet, c.judge, c.listed, c.judge_key IS NOT NULL AS has_key,
            count(e.id) AS evaluations, avg(e.score) AS mean_score,
            avg(CASE WHEN e.score IS NULL THEN 0 ELSE 1 - abs(e.score - e.consensus) END)
                AS agreement,
@@ -162,6 +163,7 @@ fn card_from_row(row: &sqlx::postgres::PgRow) -> Result<(i64, Option<i64>, Agent
         owner_team: row.try_get("team")?,
         owner_wallet: row.try_get("owner_wallet")?,
         judge,
+        has_api_key: row.try_get("has_key")?,
         listed: row.try_get("listed")?,
         stats: CardStats {
             evaluations: row.try_get("evaluations")?,
@@ -226,22 +228,65 @@ fn validate(slug: &str, price: Option<MicroUsdc>, wallet: Option<&str>) -> Resul
     Ok(())
 }
 
-/// Lists a team's new card, paid into a new card_owner account.
-pub async fn create(db: &PgPool, team: i64, card: &NewCard) -> Result<AgentCard, AppError> {
+/// What a team's card may not do that the operator's may: name a server environment variable
+/// as its key, or point its endpoint anywhere but a public https host.
+pub async fn check_team_judge(judge: &JudgeBackend) -> Result<(), AppError> {
+    if let JudgeBackend::Openai {
+        base_url,
+        api_key_env,
+        ..
+    } = judge
+    {
+        if api_key_env.is_some() {
+            return Err(AppError::Forbidden(
+                "a team card cannot name a server environment variable: send the endpoint's \
+                 key as api_key",
+            ));
+        }
+        check_team_url(base_url)
+            .await
+            .map_err(|e| AppError::Invalid(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// Lists a team's new card, paid into a new card_owner account. `sealed_key` is the team's
+/// endpoint key as [`super::sealed`] sealed it. A team has at most `listing_limit` listed cards.
+pub async fn create(
+    db: &PgPool,
+    team: i64,
+    card: &NewCard,
+    sealed_key: Option<Vec<u8>>,
+    listing_limit: i64,
+) -> Result<AgentCard, AppError> {
     validate(&card.slug, Some(card.price), card.owner_wallet.as_deref())?;
     if card.name.trim().is_empty() || card.name.len() > 80 || card.description.len() > 1000 {
         return Err(AppError::Invalid(
             "a name is 1-80 characters, a description at most 1000".into(),
         ));
     }
-    if card.specialties.is_empty() || card.specialties.len() > 8 {
-        return Err(AppError::Invalid("a card has 1 to 8 specialties".into()));
+    if card.specialties.is_empty()
+        || card.specialties.len() > 8
+        || card
+            .specialties
+            .iter()
+            .any(|s| s.is_empty() || s.len() > 40)
+    {
+        return Err(AppError::Invalid(
+            "a card has 1 to 8 specialties of 1-40 characters".into(),
+        ));
     }
     let judge = serde_json::to_value(&card.judge).map_err(|e| AppError::Internal(e.to_string()))?;
+    if judge.to_string().len() > 16 * 1024 {
+        return Err(AppError::Invalid(
+            "a judge's configuration is at most 16 KiB".into(),
+        ));
+    }
     let wallet = card.owner_wallet.as_deref().map(str::to_ascii_lowercase);
     // The card and its account are created together or not at all, so this inserts the account
     // in the transaction itself (`Ledger::account` would reuse an existing one of that name).
     let mut tx = db.begin().await?;
+    lock_team_listing(&mut tx, team, listing_limit).await?;
     let account: i64 = sqlx::query_scalar(
         "INSERT INTO ledger_accounts (name, kind, team_id, wallet) VALUES ($1, 'card_owner', $2, $3)
          ON CONFLICT (name) DO NOTHING RETURNING id",
@@ -253,9 +298,9 @@ pub async fn create(db: &PgPool, team: i64, card: &NewCard) -> Result<AgentCard,
     .await?
     .ok_or_else(|| AppError::Conflict(format!("a card {:?} exists", card.slug)))?;
     let inserted = sqlx::query(
-        "INSERT INTO agent_cards
-             (slug, name, description, specialties, price, owner_team, owner_wallet, account_id, judge)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (slug) DO NOTHING",
+        "INSERT INTO agent_cards (slug, name, description, specialties, price, owner_team,
+                                  owner_wallet, account_id, judge, judge_key)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (slug) DO NOTHING",
     )
     .bind(&card.slug)
     .bind(card.name.trim())
@@ -266,6 +311,7 @@ pub async fn create(db: &PgPool, team: i64, card: &NewCard) -> Result<AgentCard,
     .bind(&wallet)
     .bind(account)
     .bind(judge)
+    .bind(sealed_key)
     .execute(&mut *tx)
     .await?;
     if inserted.rows_affected() == 0 {
@@ -275,9 +321,49 @@ pub async fn create(db: &PgPool, team: i64, card: &NewCard) -> Result<AgentCard,
     Ok(find(db, &card.slug).await?.2)
 }
 
-/// Reprices or (un)lists a card.
-pub async fn update(db: &PgPool, slug: &str, change: &UpdateCard) -> Result<AgentCard, AppError> {
+/// Holds the team's row until the transaction ends (two listings at once are counted one after
+/// the other) and refuses one more listed card past `limit`.
+async fn lock_team_listing(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    team: i64,
+    limit: i64,
+) -> Result<(), AppError> {
+    sqlx::query("SELECT id FROM teams WHERE id = $1 FOR UPDATE")
+        .bind(team)
+        .execute(&mut **tx)
+        .await?;
+    let listed: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM agent_cards WHERE owner_team = $1 AND listed")
+            .bind(team)
+            .fetch_one(&mut **tx)
+            .await?;
+    if listed >= limit {
+        return Err(AppError::Conflict(format!(
+            "a team lists at most {limit} cards at once: unlist one first"
+        )));
+    }
+    Ok(())
+}
+
+/// Reprices or (un)lists a card; relisting a team's card counts against its listing limit.
+pub async fn update(
+    db: &PgPool,
+    slug: &str,
+    change: &UpdateCard,
+    listing_limit: i64,
+) -> Result<AgentCard, AppError> {
     validate(slug, change.price, None)?;
+    let mut tx = db.begin().await?;
+    let current: Option<(Option<i64>, bool)> =
+        sqlx::query_as("SELECT owner_team, listed FROM agent_cards WHERE slug = $1")
+            .bind(slug)
+            .fetch_optional(&mut *tx)
+            .await?;
+    if let Some((Some(team), false)) = current
+        && change.listed == Some(true)
+    {
+        lock_team_listing(&mut tx, team, listing_limit).await?;
+    }
     sqlx::query(
         "UPDATE agent_cards SET price = coalesce($2, price), listed = coalesce($3, listed),
                 updated_at = now()
@@ -286,8 +372,9 @@ pub async fn update(db: &PgPool, slug: &str, change: &UpdateCard) -> Result<Agen
     .bind(slug)
     .bind(change.price.map(|p| p.0))
     .bind(change.listed)
-    .execute(db)
+    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
     Ok(find(db, slug).await?.2)
 }
 

@@ -3,26 +3,41 @@
 //! ending with `\boxed{score}`, read by one parser ([`super::verdict`]).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use lachesis_inference::ChatMessage;
 use lachesis_shared::cats::CatTask;
 use lachesis_shared::marketplace::JudgeBackend;
 use serde_json::{Value, json};
 
+use super::outbound::{JudgeHttp, OutboundError, OutboundLimits};
+use super::panel::Card;
+use super::probation::ProbationRules;
+use super::sealed::{SealError, SecretsKey};
 use crate::envs::cat_caretaker::rubric::score_answer;
 use crate::policy::{Policy, PolicyRequest};
 
 /// Enough for a sentence of reasons and the box; judges that ramble are cut and usually unreadable.
 const JUDGE_MAX_TOKENS: usize = 96;
-const OPENAI_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// What can run judges here: the rubric always; model cards only with a model.
-#[derive(Clone, Default)]
+/// What can run judges here: the rubric always; model cards only with a model; teams' endpoint
+/// cards through the public-only client, with the key their team sealed.
+#[derive(Clone)]
 pub struct Judges {
     /// The embedded model (or whatever policy the server was given), for `embedded` cards.
     pub model: Option<Arc<dyn Policy>>,
-    http: reqwest::Client,
+    http: JudgeHttp,
+    /// Opens teams' sealed endpoint keys; without it, team cards that carry a key cannot judge.
+    secrets: Option<SecretsKey>,
+    /// The platform's own showcase runs hear (and pay) only the platform's cards.
+    pub platform_only: bool,
+    /// When teams' cards may be chosen (see [`super::probation`]).
+    pub probation: ProbationRules,
+}
+
+impl Default for Judges {
+    fn default() -> Self {
+        Self::new(None)
+    }
 }
 
 /// Why a judge gave no text (the episode leaves that judge out for that answer).
@@ -33,29 +48,83 @@ pub enum JudgeError {
     #[error("model: {0}")]
     Model(String),
     #[error("endpoint: {0}")]
-    Endpoint(String),
+    Endpoint(#[from] OutboundError),
+    #[error("the card's key: {0}")]
+    Key(#[from] SealError),
 }
 
 impl Judges {
     pub fn new(model: Option<Arc<dyn Policy>>) -> Self {
         Self {
             model,
-            http: reqwest::Client::builder()
-                .timeout(OPENAI_TIMEOUT)
-                .build()
-                .unwrap_or_default(),
+            http: JudgeHttp::new(OutboundLimits::default()),
+            secrets: None,
+            platform_only: false,
+            probation: ProbationRules::default(),
         }
     }
 
-    /// Whether a card with this backend can judge here.
-    pub fn can_run(&self, backend: &JudgeBackend) -> bool {
+    pub fn with_secrets(mut self, secrets: Option<SecretsKey>) -> Self {
+        self.secrets = secrets;
+        self
+    }
+
+    pub fn with_limits(mut self, limits: OutboundLimits) -> Self {
+        self.http = JudgeHttp::new(limits);
+        self
+    }
+
+    pub fn with_probation(mut self, probation: ProbationRules) -> Self {
+        self.probation = probation;
+        self
+    }
+
+    pub fn platform_cards_only(mut self) -> Self {
+        self.platform_only = true;
+        self
+    }
+
+    /// Whether a card with this backend can judge here (`sealed_key`: the card carries one).
+    pub fn can_run(&self, backend: &JudgeBackend, sealed_key: bool) -> bool {
         match backend {
-            JudgeBackend::Rubric { .. } | JudgeBackend::Openai { .. } => true,
+            JudgeBackend::Rubric { .. } => true,
+            JudgeBackend::Openai { .. } => !sealed_key || self.secrets.is_some(),
             JudgeBackend::Embedded { .. } => self.model.is_some(),
         }
     }
 
-    /// The judge's verdict text on one answer to one task.
+    /// A listed card's verdict: a team's endpoint is called as a team's (public addresses only,
+    /// its own sealed key, never a server variable); the platform's as the operator configured.
+    pub async fn card_verdict(
+        &self,
+        card: &Card,
+        task: &CatTask,
+        answer: &str,
+    ) -> Result<String, JudgeError> {
+        match (&card.judge, card.owner_team) {
+            (
+                JudgeBackend::Openai {
+                    base_url,
+                    model,
+                    system_prompt,
+                    ..
+                },
+                Some(_),
+            ) => {
+                let key = match (&card.sealed_key, &self.secrets) {
+                    (Some(sealed), Some(secrets)) => Some(secrets.open(&card.slug, sealed)?),
+                    (Some(_), None) => return Err(SealError::Open.into()),
+                    (None, _) => None,
+                };
+                self.endpoint_verdict(true, base_url, model, system_prompt, key, task, answer)
+                    .await
+            }
+            (backend, _) => self.verdict(backend, task, answer).await,
+        }
+    }
+
+    /// The judge's verdict text on one answer to one task, configured by the operator (a card of
+    /// the platform's, or an environment's judge option).
     pub async fn verdict(
         &self,
         backend: &JudgeBackend,
@@ -74,31 +143,41 @@ impl Judges {
                 system_prompt,
                 api_key_env,
             } => {
-                let body = json!({
-                    "model": model,
-                    "messages": judge_messages(system_prompt, task, answer),
-                    "max_tokens": JUDGE_MAX_TOKENS,
-                    "temperature": 0.3,
-                });
-                let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
-                let mut request = self.http.post(url).json(&body);
-                if let Some(key) = api_key_env.as_deref().and_then(|v| std::env::var(v).ok()) {
-                    request = request.bearer_auth(key);
-                }
-                let reply: Value = request
-                    .send()
+                let key = api_key_env.as_deref().and_then(|v| std::env::var(v).ok());
+                self.endpoint_verdict(false, base_url, model, system_prompt, key, task, answer)
                     .await
-                    .and_then(|r| r.error_for_status())
-                    .map_err(|e| JudgeError::Endpoint(e.to_string()))?
-                    .json()
-                    .await
-                    .map_err(|e| JudgeError::Endpoint(e.to_string()))?;
-                reply["choices"][0]["message"]["content"]
-                    .as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| JudgeError::Endpoint("no choices[0].message.content".into()))
             }
         }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn endpoint_verdict(
+        &self,
+        team_endpoint: bool,
+        base_url: &str,
+        model: &str,
+        system_prompt: &str,
+        key: Option<String>,
+        task: &CatTask,
+        answer: &str,
+    ) -> Result<String, JudgeError> {
+        let body = json!({
+            "model": model,
+            "messages": judge_messages(system_prompt, task, answer),
+            "max_tokens": JUDGE_MAX_TOKENS,
+            "temperature": 0.3,
+        });
+        let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
+        let reply: Value = self
+            .http
+            .post_json(team_endpoint, &url, key.as_deref(), &body)
+            .await?;
+        reply["choices"][0]["message"]["content"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| {
+                JudgeError::Endpoint(OutboundError::Http("no choices[0].message.content".into()))
+            })
     }
 }
 

@@ -4,7 +4,10 @@
 pub mod cards;
 pub mod feed;
 pub mod judges;
+pub mod outbound;
 pub mod panel;
+pub mod probation;
 pub mod routes;
+pub mod sealed;
 pub mod selection;
 pub mod verdict;

@@ -11,6 +11,7 @@ use lachesis_shared::marketplace::{JudgeBackend, PaidCard, PanelChoice};
 use sqlx::{PgPool, Row};
 
 use super::judges::Judges;
+use super::probation::{Standing, TeamCardRecord};
 use super::selection::{CardArm, UcbPolicy};
 use super::verdict::parse_judge_score;
 use crate::ledger::{AccountId, Ledger, LedgerError, Transfer};
@@ -83,6 +84,10 @@ pub struct Card {
     /// Where the card's owner is paid on chain.
     pub wallet: Option<String>,
     pub judge: JudgeBackend,
+    /// The owning team (`None`: the platform's card).
+    pub owner_team: Option<i64>,
+    /// The team's endpoint key, sealed (see [`super::sealed`]).
+    pub sealed_key: Option<Vec<u8>>,
 }
 
 /// The cards that can judge here and what the bandit knows of each, index for index.
@@ -93,10 +98,16 @@ pub struct Market {
 }
 
 impl Market {
+    /// The listed cards that can judge here and may be chosen: teams' cards only as their
+    /// probation allows (at most one untried team card per round, the longest listed first), and
+    /// none of them for the platform's showcase.
     pub async fn load(db: &PgPool, judges: &Judges) -> Result<Market, PanelError> {
         let rows = sqlx::query(
             "SELECT c.id, c.slug, c.name, c.specialties, c.price, c.account_id, c.judge,
-                    a.wallet, count(e.id) AS pulls,
+                    c.owner_team, c.judge_key, a.wallet, count(e.id) AS pulls,
+                    count(e.id) FILTER (WHERE e.score IS NULL) AS unreadable,
+                    avg(CASE WHEN e.score IS NULL THEN 0 ELSE 1 - abs(e.score - e.consensus) END)
+                        AS agreement,
                     coalesce(sum(1 - abs(e.score - e.consensus)), 0) AS value_sum
              FROM agent_cards c JOIN ledger_accounts a ON a.id = c.account_id
              LEFT JOIN card_evaluations e ON e.card_id = c.id
@@ -108,24 +119,46 @@ impl Market {
             cards: Vec::new(),
             arms: Vec::new(),
         };
+        let mut untried_team_card = false;
         for row in rows {
             let judge: serde_json::Value = row.try_get("judge")?;
             let judge: JudgeBackend =
                 serde_json::from_value(judge).map_err(|e| PanelError::BadCard(e.to_string()))?;
-            if !judges.can_run(&judge) {
+            let sealed_key: Option<Vec<u8>> = row.try_get("judge_key")?;
+            if !judges.can_run(&judge, sealed_key.is_some()) {
                 continue;
+            }
+            let pulls: i64 = row.try_get("pulls")?;
+            let price: i64 = row.try_get("price")?;
+            let owner_team: Option<i64> = row.try_get("owner_team")?;
+            if owner_team.is_some() {
+                if judges.platform_only {
+                    continue;
+                }
+                let record = TeamCardRecord {
+                    price,
+                    evaluations: pulls,
+                    unreadable: row.try_get("unreadable")?,
+                    agreement: row.try_get("agreement")?,
+                };
+                match judges.probation.standing(&record) {
+                    Standing::Admitted => {}
+                    Standing::Untried if !untried_team_card => untried_team_card = true,
+                    Standing::Untried | Standing::Excluded => continue,
+                }
             }
             let card = Card {
                 id: row.try_get("id")?,
                 slug: row.try_get("slug")?,
                 name: row.try_get("name")?,
                 specialties: row.try_get("specialties")?,
-                price: row.try_get("price")?,
+                price,
                 account: AccountId(row.try_get("account_id")?),
                 wallet: row.try_get("wallet")?,
                 judge,
+                owner_team,
+                sealed_key,
             };
-            let pulls: i64 = row.try_get("pulls")?;
             market.arms.push(CardArm {
                 slug: card.slug.clone(),
                 price: card.price,
@@ -309,7 +342,7 @@ async fn hear(judges: &Judges, cards: &[&Card], task: &CatTask, answers: &[Strin
     for card in cards {
         let mut by_answer = Vec::with_capacity(answers.len());
         for answer in answers {
-            let score = match judges.verdict(&card.judge, task, answer).await {
+            let score = match judges.card_verdict(card, task, answer).await {
                 Ok(text) => parse_judge_score(&text).ok(),
                 Err(e) => {
                     tracing::warn!(card = %card.slug, error = %e, "judge gave no verdict");

@@ -6,7 +6,7 @@ use axum::http::HeaderMap;
 use axum::routing::get;
 use axum::{Json, Router};
 use lachesis_shared::accounts::Role;
-use lachesis_shared::marketplace::{AgentCard, NewCard, UpdateCard};
+use lachesis_shared::marketplace::{AgentCard, JudgeBackend, NewCard, UpdateCard};
 
 use crate::app::AppState;
 use crate::auth::error::Body;
@@ -27,11 +27,24 @@ async fn list(
     ))
 }
 
+/// A listed card, to anyone; an unlisted one (its judge's configuration included) only to its
+/// owners and the admin: to everyone else it does not exist.
 async fn one(
     State(state): State<AppState>,
+    viewer: Viewer,
     Path(slug): Path<String>,
 ) -> Result<Json<AgentCard>, AppError> {
-    Ok(Json(super::cards::find(&state.db, &slug).await?.2))
+    let (_, _, card) = super::cards::find(&state.db, &slug).await?;
+    if !card.listed && !viewer.is_full_rights() {
+        let owners = match card.owner_team.as_deref() {
+            Some(team) => managing_team(&state, &viewer, team).await.is_ok(),
+            None => false,
+        };
+        if !owners {
+            return Err(AppError::NotFound("card"));
+        }
+    }
+    Ok(Json(card))
 }
 
 /// The team's id when the caller may manage its cards: its owners, a token of that team with
@@ -70,7 +83,33 @@ async fn create(
 ) -> Result<Json<AgentCard>, AppError> {
     viewer.check_csrf(&headers)?;
     let team = managing_team(&state, &viewer, &card.team).await?;
-    Ok(Json(super::cards::create(&state.db, team, &card).await?))
+    super::cards::check_team_judge(&card.judge).await?;
+    let sealed_key = match (&card.api_key, &card.judge) {
+        (None, _) => None,
+        (Some(_), judge) if !matches!(judge, JudgeBackend::Openai { .. }) => {
+            return Err(AppError::Invalid(
+                "only an openai judge's card carries an api_key".into(),
+            ));
+        }
+        (Some(key), _) => {
+            let secrets = state.hosting.secrets_key.as_ref().ok_or_else(|| {
+                AppError::Invalid(
+                    "this server keeps no endpoint keys: its operator has not set \
+                     LACHESIS_SECRETS_KEY"
+                        .into(),
+                )
+            })?;
+            Some(
+                secrets
+                    .seal(&card.slug, key)
+                    .map_err(|e| AppError::Invalid(e.to_string()))?,
+            )
+        }
+    };
+    let limit = state.hosting.team_card_limit;
+    Ok(Json(
+        super::cards::create(&state.db, team, &card, sealed_key, limit).await?,
+    ))
 }
 
 async fn update(
@@ -101,5 +140,8 @@ async fn update(
             ));
         }
     }
-    Ok(Json(super::cards::update(&state.db, &slug, &change).await?))
+    let limit = state.hosting.team_card_limit;
+    Ok(Json(
+        super::cards::update(&state.db, &slug, &change, limit).await?,
+    ))
 }
