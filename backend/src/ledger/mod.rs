@@ -5,12 +5,14 @@
 
 pub mod bench;
 pub mod cli;
+mod owner;
 pub mod reconcile;
 pub mod routes;
 
 use std::sync::Arc;
 
 use lachesis_shared::ledger::{AccountBalance, AccountKind, MicroUsdc};
+use owner::OwnerLock;
 use sqlx::{PgPool, Row};
 
 /// Why the ledger refused. Nothing was written when one of these comes back.
@@ -34,6 +36,11 @@ pub enum LedgerError {
     InvalidAccount(String),
     #[error("transaction {0} cannot be refunded: {1}")]
     NotRefundable(i64, &'static str),
+    #[error(
+        "this process lost its ledger owner lock (its database connection dropped); it settles \
+         nothing on chain until it holds the lock again"
+    )]
+    OwnerLost,
     #[error("database: {0}")]
     Db(sqlx::Error),
 }
@@ -142,12 +149,6 @@ pub struct Ledger {
     owner: Option<Arc<OwnerLock>>,
 }
 
-/// A session advisory lock on the owner key, held as long as this value lives.
-struct OwnerLock {
-    key: i64,
-    _connection: tokio::sync::Mutex<sqlx::PgConnection>,
-}
-
 /// Holds of no known owner (written by a tool without one) count as abandoned after this long.
 const UNOWNED_HOLD_GRACE: &str = "5 minutes";
 
@@ -176,10 +177,7 @@ impl Ledger {
         };
         Ok(Self {
             db,
-            owner: Some(Arc::new(OwnerLock {
-                key,
-                _connection: tokio::sync::Mutex::new(connection),
-            })),
+            owner: Some(Arc::new(OwnerLock::new(key, connection))),
         })
     }
 
@@ -360,6 +358,13 @@ impl Ledger {
     /// Reserves the payment's amount on the payer until [`Ledger::capture`] or
     /// [`Ledger::release`]. Fails with `InsufficientFunds` when it does not fit.
     pub async fn hold(&self, transfer: &Transfer<'_>, on_chain: bool) -> Result<Hold, LedgerError> {
+        if on_chain
+            && let Some(owner) = &self.owner
+            && !owner.is_held()
+            && !self.check_owner().await
+        {
+            return Err(LedgerError::OwnerLost);
+        }
         let row = sqlx::query(
             "SELECT hold_id, hold_state, replayed FROM ledger_hold($1, $2, $3, $4, $5, $6, $7)",
         )
@@ -383,12 +388,20 @@ impl Ledger {
     /// Records the chain transfer submitted for a hold, before waiting for its receipt, so a
     /// restart can ask the chain what became of it.
     pub async fn note_submitted(&self, hold: i64, tx_hash: &str) -> Result<(), LedgerError> {
-        sqlx::query("UPDATE ledger_holds SET chain_tx = $2 WHERE id = $1 AND state = 'held'")
-            .bind(hold)
-            .bind(tx_hash)
-            .execute(&self.db)
-            .await?;
-        Ok(())
+        // Exactly one row: a hold another process released (or captured) meanwhile must not be
+        // paid on chain, so the caller sends nothing on this error.
+        let updated =
+            sqlx::query("UPDATE ledger_holds SET chain_tx = $2 WHERE id = $1 AND state = 'held'")
+                .bind(hold)
+                .bind(tx_hash)
+                .execute(&self.db)
+                .await?
+                .rows_affected();
+        if updated == 1 {
+            Ok(())
+        } else {
+            Err(LedgerError::HoldResolved(hold))
+        }
     }
 
     /// Moves a held amount to the payee; capturing twice returns the same transaction.

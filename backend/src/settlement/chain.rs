@@ -284,7 +284,11 @@ impl ChainSettler {
         state: HoldState,
     ) -> Result<Paid, SettleError> {
         if state == HoldState::Held {
-            let left_open = self.unconfirmed.lock().unwrap().contains(&hold);
+            let left_open = self
+                .unconfirmed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .contains(&hold);
             if left_open {
                 // This process left it unconfirmed: settle it from the chain now.
                 if let Err(e) = self.resolve_hold(ledger, hold).await {
@@ -370,7 +374,10 @@ impl ChainSettler {
         hash: B256,
         reason: String,
     ) -> Result<Paid, SettleError> {
-        self.unconfirmed.lock().unwrap().insert(hold);
+        self.unconfirmed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(hold);
         tracing::warn!(hold, tx = %hash, %reason, "chain payment unconfirmed; left for recovery");
         Err(SettleError::Unconfirmed {
             hold,
@@ -410,7 +417,10 @@ impl ChainSettler {
         let tx_hash = format!("{hash:#x}");
         let tx_id = ledger.capture(hold, Some(&tx_hash)).await?;
         super::eip3009::mark(ledger.pool(), hold, "confirmed", None).await?;
-        self.unconfirmed.lock().unwrap().remove(&hold);
+        self.unconfirmed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&hold);
         Ok(Paid {
             tx_id,
             replayed: false,
@@ -427,7 +437,12 @@ impl ChainSettler {
         wallets: &[Address],
     ) -> Result<(), SettleError> {
         for &wallet in wallets {
-            if self.baselines.lock().unwrap().contains(&wallet) {
+            if self
+                .baselines
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .contains(&wallet)
+            {
                 continue;
             }
             super::reconcile_chain::record_baseline(
@@ -438,7 +453,10 @@ impl ChainSettler {
                 wallet,
             )
             .await?;
-            self.baselines.lock().unwrap().insert(wallet);
+            self.baselines
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(wallet);
         }
         Ok(())
     }
@@ -487,13 +505,21 @@ struct InFlight<'a> {
 
 impl<'a> InFlight<'a> {
     fn new(settler: &'a ChainSettler, hold: i64) -> Self {
-        settler.in_flight.lock().unwrap().insert(hold);
+        settler
+            .in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(hold);
         Self { settler, hold }
     }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.settler.in_flight.lock().unwrap().remove(&self.hold);
+        self.settler
+            .in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&self.hold);
     }
 }

@@ -279,11 +279,17 @@ impl ChainSettler {
         if hold.replayed {
             return self.replayed(ledger, hold.id, hold.state).await;
         }
-        self.in_flight.lock().unwrap().insert(hold.id);
+        self.in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(hold.id);
         let result = self
             .authorization_held(ledger, hold.id, transfer.amount, auth)
             .await;
-        self.in_flight.lock().unwrap().remove(&hold.id);
+        self.in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&hold.id);
         result
     }
 

@@ -49,7 +49,13 @@ pub struct ResolveReport {
 impl ChainSettler {
     /// Settles what this process left open and what dead processes left awaiting the chain.
     pub async fn resolve_pending(&self, ledger: &Ledger) -> Result<ResolveReport, SettleError> {
-        let mut holds: Vec<i64> = self.unconfirmed.lock().unwrap().iter().copied().collect();
+        let mut holds: Vec<i64> = self
+            .unconfirmed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .copied()
+            .collect();
         let recovery = ledger.recover().await?;
         holds.extend(recovery.awaiting_chain.iter().map(|hold| hold.id));
         holds.sort_unstable();
@@ -87,15 +93,26 @@ impl ChainSettler {
         ledger: &Ledger,
         hold: i64,
     ) -> Result<Resolution, SettleError> {
-        if !self.in_flight.lock().unwrap().insert(hold) {
+        if !self
+            .in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(hold)
+        {
             return Ok(Resolution::Pending {
                 reason: "being settled right now".into(),
             });
         }
         let result = self.resolve_claimed(ledger, hold).await;
-        self.in_flight.lock().unwrap().remove(&hold);
+        self.in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&hold);
         if !matches!(result, Ok(Resolution::Pending { .. }) | Err(_)) {
-            self.unconfirmed.lock().unwrap().remove(&hold);
+            self.unconfirmed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(&hold);
         }
         result
     }

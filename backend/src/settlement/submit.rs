@@ -130,7 +130,10 @@ impl ChainSettler {
     }
 
     async fn fees(&self) -> Result<Eip1559Estimation, SettleError> {
-        if let Some((at, fees)) = *self.fees.lock().unwrap()
+        if let Some((at, fees)) = *self
+            .fees
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             && at.elapsed() < Duration::from_secs(2)
         {
             return Ok(fees);
@@ -140,14 +143,17 @@ impl ChainSettler {
             .estimate_eip1559_fees()
             .await
             .map_err(|e| SettleError::Rpc(e.to_string()))?;
-        *self.fees.lock().unwrap() = Some((Instant::now(), fees));
+        *self
+            .fees
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((Instant::now(), fees));
         Ok(fees)
     }
 
     fn sender_lock(&self, sender: Address) -> Arc<tokio::sync::Mutex<Option<u64>>> {
         self.senders
             .lock()
-            .unwrap()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .entry(sender)
             .or_default()
             .clone()
