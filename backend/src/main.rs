@@ -23,7 +23,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the trajectory API and the browser app.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Apply database migrations and exit.
     Migrate {
         #[arg(long, env = "DATABASE_URL")]
@@ -107,7 +107,7 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
         match cli.command {
-            Command::Serve(args) => serve(ServeConfig::resolve(args, file)?).await,
+            Command::Serve(args) => serve(ServeConfig::resolve(*args, file)?).await,
             Command::Migrate { database_url } => {
                 let url = database_url
                     .or(file.database_url)

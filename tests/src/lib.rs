@@ -69,6 +69,9 @@ pub fn config_for(database_url: &str) -> ServeConfig {
         chess_judge: Default::default(),
         chess_uses_ratings: true,
         settlement: Default::default(),
+        inference_limits: Default::default(),
+        accounts: Default::default(),
+        hosting: Default::default(),
     }
 }
 

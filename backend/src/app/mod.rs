@@ -49,6 +49,14 @@ pub struct AppState {
     pub ledger: crate::ledger::Ledger,
     /// How payments settle: in the ledger alone, or on chain (`--settlement chain`).
     pub settler: crate::settlement::Settler,
+    /// What one caller may ask of the embedded model, and the per-caller accounting of it.
+    pub inference_limits: Arc<crate::inference::limits::InferenceLimits>,
+    /// Registration, sessions and token lifetimes.
+    pub accounts: Arc<crate::auth::policy::AccountPolicy>,
+    /// Limits on what one caller may ask, and the secrets key (`crate::hosting`).
+    pub hosting: Arc<crate::hosting::Hosting>,
+    /// Open WebSockets per client address.
+    pub ws_slots: Arc<crate::hosting::slots::AddressSlots>,
 }
 
 impl AppState {
@@ -56,6 +64,12 @@ impl AppState {
         Self {
             ledger: crate::ledger::Ledger::new(db.clone()),
             settler: crate::settlement::Settler::Simulated,
+            inference_limits: Arc::new(config.inference_limits.for_new_server()),
+            accounts: Arc::new(config.accounts.clone()),
+            hosting: Arc::new(config.hosting.clone()),
+            ws_slots: Arc::new(crate::hosting::slots::AddressSlots::new(
+                config.hosting.ws_per_address,
+            )),
             db,
             metrics: Arc::new(Metrics::default()),
             body_limit: config.body_limit_bytes,
@@ -71,6 +85,7 @@ impl AppState {
             chess: Arc::new(crate::chess::ChessSettings {
                 judge: crate::chess::ChessJudge::Engine,
                 uses_ratings: config.chess_uses_ratings,
+                searches: Arc::new(tokio::sync::Semaphore::new(config.hosting.chess_searches)),
             }),
             auth: Arc::new(crate::auth::AuthSettings::new(
                 config.auth,
@@ -139,7 +154,20 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::cats::routes())
         .merge(crate::ledger::routes::routes())
         .fallback(root::static_file)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::hosting::scope::guard,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::hosting::deadline,
+        ))
         .layer(compression)
+        // Outermost: a page's request to a loopback server is refused before anything else runs.
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::hosting::loopback::guard,
+        ))
         .with_state(state)
 }
 
@@ -176,10 +204,23 @@ async fn require_token(State(state): State<AppState>, req: Request, next: Next) 
 
 use crate::auth::secrets::constant_time_eq;
 
-/// Any authenticated caller (or anyone, with accounts off).
+/// The model's callers (anyone, with accounts off): the admin token or a token with the inference
+/// scope. A plain team token is for posting rollouts, and a free account is not a compute grant:
+/// letting either spend the server's model would hand it to whoever signs up.
 async fn require_caller(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    use crate::auth::{AppError, Viewer};
     match crate::auth::identify(req.headers(), &state).await {
-        Ok(crate::auth::Viewer::Anonymous) => ApiError::Unauthorized.into_response(),
+        Ok(Viewer::Anonymous) => ApiError::Unauthorized.into_response(),
+        Ok(Viewer::Token {
+            inference: false, ..
+        }) => AppError::Forbidden(
+            "this API token may not call the model: create one with the inference scope",
+        )
+        .into_response(),
+        Ok(Viewer::User { .. }) => AppError::Forbidden(
+            "the model is called with an API token that has the inference scope, not a session",
+        )
+        .into_response(),
         Ok(_) => next.run(req).await,
         Err(e) => e.into_response(),
     }
@@ -257,11 +298,9 @@ impl Server {
         }
         if let Some(path) = config.model.clone() {
             let shown = path.display().to_string();
+            let options = config.inference_limits.engine_options();
             let engine = tokio::task::spawn_blocking(move || {
-                lachesis_inference::Engine::load(
-                    &path,
-                    lachesis_inference::EngineOptions::default(),
-                )
+                lachesis_inference::Engine::load(&path, options)
             })
             .await??;
             tracing::info!(model = %shown, name = %engine.info().name, "embedded model loaded");
@@ -276,6 +315,7 @@ impl Server {
                     engine,
                 ))),
                 uses_ratings: config.chess_uses_ratings,
+                searches: state.chess.searches.clone(),
             });
         }
         Ok(Self {
@@ -318,6 +358,11 @@ impl Server {
             self.state.activity.clone(),
             envs_stopped.clone(),
         );
+        // A lost owner lock (its connection cut) is noticed and taken again within seconds.
+        let owner_watch = self
+            .state
+            .ledger
+            .watch_owner(std::time::Duration::from_secs(5));
         axum::serve(self.listener, service)
             .with_graceful_shutdown(async move {
                 shutdown.await;
@@ -338,6 +383,9 @@ impl Server {
         // The bridge holds a pooled connection: it stops before the pool closes.
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), bridge).await;
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), sampler).await;
+        if let Some(watch) = owner_watch {
+            watch.abort();
+        }
         self.state.db.close().await;
         Ok(())
     }

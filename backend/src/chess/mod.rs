@@ -36,11 +36,41 @@ pub enum ChessJudge {
     Llm(Arc<dyn Policy>),
 }
 
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ChessSettings {
     pub judge: ChessJudge,
     /// People's ratings blend into the reward the agent learns from.
     pub uses_ratings: bool,
+    /// The agent's searches running at once, server-wide (`--chess-searches`): each takes a core
+    /// for a while, so more games than this wait their turn briefly, then hear "busy".
+    pub searches: Arc<tokio::sync::Semaphore>,
+}
+
+impl Default for ChessSettings {
+    fn default() -> Self {
+        Self {
+            judge: ChessJudge::default(),
+            uses_ratings: true,
+            searches: Arc::new(tokio::sync::Semaphore::new(DEFAULT_SEARCHES)),
+        }
+    }
+}
+
+/// Concurrent searches when no flag says otherwise.
+pub const DEFAULT_SEARCHES: usize = 4;
+/// How long a move waits for a search slot before it is refused (nothing of it stored).
+const SEARCH_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A slot for one of the agent's searches, or `Busy` when all stayed taken for [`SEARCH_WAIT`].
+async fn search_slot(state: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, AppError> {
+    let searches = state.chess.searches.clone();
+    match tokio::time::timeout(SEARCH_WAIT, searches.acquire_owned()).await {
+        Ok(Ok(permit)) => Ok(permit),
+        _ => Err(AppError::Busy {
+            what: "the chess agent",
+            retry_after_s: 2,
+        }),
+    }
 }
 
 impl ChessSettings {
@@ -133,24 +163,26 @@ pub async fn new_game(
         params.version,
     )
     .await?;
-    let game = store::game(&mut tx, id, true)
-        .await?
-        .ok_or(AppError::Internal("the new game vanished".into()))?;
+    tx.commit().await?;
     let mut published = Vec::new();
     if agent_side == Side::White {
-        published.push(agent_reply(&mut tx, &game, &params).await?);
+        let _slot = search_slot(state).await?;
+        published.extend(agent_turn(state, id, 0, &params).await?);
     }
-    tx.commit().await?;
     finish_turn(state, id, published).await
 }
 
 /// Plays the person's move, then the agent's answer; ends and reviews the game when it is over.
+/// The agent searches with no row lock and no connection held: the person's move is committed
+/// first, and the answer is stored only if the game is still where the search left it.
 pub async fn play_move(
     state: &AppState,
     viewer: &Viewer,
     id: i64,
     uci: &str,
 ) -> Result<GameView, AppError> {
+    // Taken before anything is stored: a busy agent refuses the move whole.
+    let _slot = search_slot(state).await?;
     let mut tx = state.db.begin().await?;
     let game = store::game(&mut tx, id, true)
         .await?
@@ -184,16 +216,17 @@ pub async fn play_move(
     };
     store::insert_move(&mut tx, id, &record, None).await?;
     let mut published = vec![(record, played.outcome.clone())];
-    if let Some(outcome) = &played.outcome {
-        store::end_game(&mut tx, id, outcome).await?;
-    } else {
-        let game = store::game(&mut tx, id, false)
-            .await?
-            .ok_or(AppError::NotFound("game"))?;
-        let params = store::policy(&mut tx, game.policy_version).await?;
-        published.push(agent_reply(&mut tx, &game, &params).await?);
-    }
+    let params = match &played.outcome {
+        Some(outcome) => {
+            store::end_game(&mut tx, id, outcome).await?;
+            None
+        }
+        None => Some(store::policy(&mut tx, game.policy_version).await?),
+    };
     tx.commit().await?;
+    if let Some(params) = params {
+        published.extend(agent_turn(state, id, game.plies + 1, &params).await?);
+    }
     finish_turn(state, id, published).await
 }
 
@@ -225,19 +258,31 @@ fn rule_error(e: RuleError) -> AppError {
     }
 }
 
-/// The agent's move in `game` (locked by the caller), stored with its learning gradient.
-async fn agent_reply(
-    conn: &mut sqlx::PgConnection,
-    game: &GameRow,
+/// The agent's move at ply `ply`, searched with nothing locked, then stored with its learning
+/// gradient if the game is still at that ply and live (`None` when it moved on meanwhile: a
+/// resignation, or another request that answered first).
+async fn agent_turn(
+    state: &AppState,
+    id: i64,
+    ply: u32,
     params: &PolicyParams,
-) -> Result<(MoveRecord, Option<GameOutcome>), AppError> {
-    let pos = rules::parse_fen(&game.fen).map_err(|e| AppError::Internal(e.to_string()))?;
-    let params = params.clone();
-    let search_pos = pos.clone();
+) -> Result<Option<(MoveRecord, Option<GameOutcome>)>, AppError> {
+    let fen = {
+        let mut conn = state.db.acquire().await?;
+        let game = store::game(&mut conn, id, false)
+            .await?
+            .ok_or(AppError::NotFound("game"))?;
+        if game.plies != ply || game.outcome.is_some() {
+            return Ok(None);
+        }
+        game.fen
+    };
+    let search_pos = rules::parse_fen(&fen).map_err(|e| AppError::Internal(e.to_string()))?;
+    let search_params = params.clone();
     // The search is CPU work: keep it off the async workers.
     let decision = tokio::task::spawn_blocking(move || {
         let mut rng = StdRng::seed_from_u64(rand::random());
-        agent::choose(&params, &search_pos, &mut rng)
+        agent::choose(&search_params, &search_pos, &mut rng)
     })
     .await
     .map_err(|e| AppError::Internal(format!("agent search: {e}")))?
@@ -245,10 +290,17 @@ async fn agent_reply(
         "the agent has no move in a live game".into(),
     ))?;
     let uci = rules::uci_of(decision.chosen);
-    let played = rules::play_uci(&game.fen, &uci, game.plies as usize)
+    let played = rules::play_uci(&fen, &uci, ply as usize)
         .map_err(|e| AppError::Internal(format!("the agent chose an illegal move: {e}")))?;
+    let mut tx = state.db.begin().await?;
+    let game = store::game(&mut tx, id, true)
+        .await?
+        .ok_or(AppError::NotFound("game"))?;
+    if game.plies != ply || game.outcome.is_some() || game.fen != fen {
+        return Ok(None);
+    }
     let record = MoveRecord {
-        ply: game.plies,
+        ply,
         uci,
         san: played.san,
         fen_after: played.fen,
@@ -256,11 +308,12 @@ async fn agent_reply(
         reward: None,
         rating: None,
     };
-    store::insert_move(conn, game.id, &record, Some(&decision.log_prob_gradient)).await?;
+    store::insert_move(&mut tx, id, &record, Some(&decision.log_prob_gradient)).await?;
     if let Some(outcome) = &played.outcome {
-        store::end_game(conn, game.id, outcome).await?;
+        store::end_game(&mut tx, id, outcome).await?;
     }
-    Ok((record, played.outcome))
+    tx.commit().await?;
+    Ok(Some((record, played.outcome)))
 }
 
 /// After a committed turn: tell watchers, review a finished game, and answer with the game.

@@ -272,6 +272,30 @@ async fn set_visibility(
     viewer.check_csrf(&headers)?;
     readable_run(&state, &viewer, &run).await?;
     viewer.check_run(&state, &run, Access::Write, false).await?;
+    // Publishing a run shows its data to everyone: its team's owners decide, not every member or
+    // token that may write to it.
+    match &viewer {
+        Viewer::Open | Viewer::Admin => {}
+        Viewer::User { id, .. } => {
+            let team = crate::auth::store::run_owner(&state.db, &run)
+                .await?
+                .and_then(|owner| owner.team_id);
+            let role = match team {
+                Some(team) => crate::auth::store::role_in_team(&state.db, *id, team).await?,
+                None => None,
+            };
+            if role != Some(lachesis_shared::accounts::Role::Owner) {
+                return Err(AppError::Forbidden(
+                    "only the team's owners change a run's visibility",
+                ));
+            }
+        }
+        _ => {
+            return Err(AppError::Forbidden(
+                "only the team's owners change a run's visibility",
+            ));
+        }
+    }
     crate::auth::store::set_public(&state.db, &run, visibility.public).await?;
     state.auth.forget_cached();
     Ok(StatusCode::NO_CONTENT)

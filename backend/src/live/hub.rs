@@ -229,6 +229,11 @@ impl Connection {
         self.topics.len()
     }
 
+    /// The topics delivered to this connection now.
+    pub fn topics(&self) -> Vec<Topic> {
+        self.topics.iter().cloned().collect()
+    }
+
     /// Starts delivery of `topic`. Subscribing twice is harmless.
     pub fn subscribe(&mut self, topic: Topic) -> Result<(), TooManySubscriptions> {
         if self.topics.contains(&topic) {

@@ -5,14 +5,15 @@
 //! outbox to the socket and sends heartbeat pings. A slow reader therefore never blocks the
 //! receive side or the hub: its outbox drops and coalesces instead (see `hub.rs`).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
-use axum::extract::{FromRequestParts, State};
+use axum::extract::{ConnectInfo, FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt, StreamExt};
 use lachesis_shared::live::{ClientMsg, LiveErrorCode, PROTOCOL_VERSION, ServerMsg};
@@ -23,6 +24,8 @@ use super::hub::{Connection, MAX_SUBSCRIPTIONS};
 use super::outbox::{CloseReason, Next, Outbox, encode};
 use crate::app::AppState;
 use crate::auth::Viewer;
+use crate::hosting::error::HostingError;
+use crate::hosting::scope::Reach;
 
 /// How often the server pings, and how often clients are asked to ping.
 pub const HEARTBEAT: Duration = Duration::from_secs(15);
@@ -51,16 +54,88 @@ const TOO_BIG: CloseReason = CloseReason {
 pub async fn handler(
     _same_origin: SameOrigin,
     State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     viewer: Viewer,
+    headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Response {
+    let slot = match state.ws_slots.claim(peer.ip()) {
+        Ok(slot) => slot,
+        Err(limit) => return HostingError::TooManyConnections(limit).into_response(),
+    };
+    let credentials = Credentials::of(&headers);
     ws.max_frame_size(MAX_FRAME_BYTES)
         .max_message_size(MAX_FRAME_BYTES)
         // Clients send small frames; tungstenite's default 128 KiB per connection is for bulk
         // transfer. Writes are batched by the send side and flushed explicitly.
         .read_buffer_size(4 * 1024)
         .write_buffer_size(16 * 1024)
-        .on_upgrade(move |socket| serve(socket, state, viewer))
+        .on_upgrade(move |socket| async move {
+            serve(socket, state, viewer, credentials).await;
+            drop(slot);
+        })
+}
+
+/// The headers a socket authenticated with, kept to authenticate it again while it is open:
+/// a token revoked, a session ended or a member removed stops its deliveries within
+/// [`RECHECK`] (plus the few seconds a token stays cached on other instances).
+#[derive(Clone)]
+struct Credentials(HeaderMap);
+
+impl Credentials {
+    fn of(headers: &HeaderMap) -> Self {
+        let mut kept = HeaderMap::new();
+        for name in [header::AUTHORIZATION, header::COOKIE] {
+            for value in headers.get_all(&name) {
+                kept.append(name.clone(), value.clone());
+            }
+        }
+        Self(kept)
+    }
+}
+
+/// How often an open socket's credentials and subscriptions are checked again.
+pub const RECHECK: Duration = Duration::from_secs(2);
+
+const REVOKED: CloseReason = CloseReason {
+    code: 1008,
+    reason: "credentials revoked",
+};
+
+/// Authenticates the socket again and drops the topics its caller may no longer read. `Err` when
+/// the credentials themselves are gone (the socket is then closed).
+async fn recheck(
+    state: &AppState,
+    credentials: &Credentials,
+    viewer: &mut Viewer,
+    conn: &mut Connection,
+) -> Result<(), CloseReason> {
+    let fresh = match crate::auth::identify(&credentials.0, state).await {
+        Ok(fresh) => fresh,
+        Err(crate::auth::AppError::Database(e)) => {
+            // A database hiccup is not a revocation: keep going, check again next time.
+            tracing::warn!(error = %e, "cannot recheck a live socket's credentials");
+            return Ok(());
+        }
+        Err(_) => return Err(REVOKED),
+    };
+    if fresh == Viewer::Anonymous && *viewer != Viewer::Anonymous {
+        return Err(REVOKED);
+    }
+    *viewer = fresh;
+    for topic in conn.topics() {
+        if let Ok(false) = viewer.can_read_topic(state, &topic).await {
+            conn.unsubscribe(&topic);
+            let notice = error(
+                LiveErrorCode::NotFound,
+                format!("{topic:?} is no longer readable with these credentials"),
+            );
+            if conn.outbox().push_control(encode(&notice)).await.is_err() {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Refuses cross-site upgrades: browsers send cookies with WebSocket handshakes and do not apply
@@ -117,7 +192,7 @@ fn same_origin(headers: &HeaderMap) -> bool {
         .any(|candidate| normalize(candidate) == origin)
 }
 
-async fn serve(socket: WebSocket, state: AppState, viewer: Viewer) {
+async fn serve(socket: WebSocket, state: AppState, mut viewer: Viewer, credentials: Credentials) {
     let mut conn = state.live.connect();
     let outbox = conn.outbox().clone();
     let welcome = ServerMsg::Welcome {
@@ -130,7 +205,14 @@ async fn serve(socket: WebSocket, state: AppState, viewer: Viewer) {
     }
     let (sink, mut stream) = socket.split();
     let mut sender = tokio::spawn(send_side(sink, outbox.clone()));
-    let reason = receive_side(&mut stream, &mut conn, &state, &viewer, &mut sender).await;
+    let reason = receive_side(
+        &mut stream,
+        &mut conn,
+        &state,
+        (&mut viewer, &credentials),
+        &mut sender,
+    )
+    .await;
     // Closing the outbox (the first close wins) lets the send side flush the replies already
     // queued and say goodbye; dropping the connection unsubscribes everything.
     outbox.close(reason);
@@ -152,16 +234,29 @@ async fn receive_side(
     stream: &mut SplitStream<WebSocket>,
     conn: &mut Connection,
     state: &AppState,
-    viewer: &Viewer,
+    (viewer, credentials): (&mut Viewer, &Credentials),
     sender: &mut JoinHandle<()>,
 ) -> Option<CloseReason> {
     let stopped = state.live.stopped();
     tokio::pin!(stopped);
     let mut deadline = Instant::now() + IDLE_TIMEOUT;
+    // Only sockets that authenticated as someone can lose that; an open server has nothing to
+    // recheck.
+    let mut rechecks = tokio::time::interval_at(Instant::now() + RECHECK, RECHECK);
+    rechecks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let authenticated = state.auth.enabled && !matches!(viewer, Viewer::Anonymous);
+    // One chess move in flight per connection: the next waits for the answer to the last.
+    let moving = Arc::new(std::sync::atomic::AtomicBool::new(false));
     loop {
         let frame = tokio::select! {
             () = &mut stopped => return Some(GOING_AWAY),
             _ = &mut *sender => return None,
+            _ = rechecks.tick(), if authenticated => {
+                if let Err(reason) = recheck(state, credentials, viewer, conn).await {
+                    return Some(reason);
+                }
+                continue;
+            }
             frame = tokio::time::timeout_at(deadline, stream.next()) => frame,
         };
         let message = match frame {
@@ -181,7 +276,7 @@ async fn receive_side(
         };
         deadline = Instant::now() + IDLE_TIMEOUT;
         let handled = match message {
-            Message::Text(text) => on_text(&text, conn, state, viewer).await,
+            Message::Text(text) => on_text(&text, conn, state, viewer, &moving).await,
             Message::Binary(_) => {
                 let refusal = error(
                     LiveErrorCode::Unsupported,
@@ -213,6 +308,7 @@ async fn on_text(
     conn: &mut Connection,
     state: &AppState,
     viewer: &Viewer,
+    moving: &Arc<std::sync::atomic::AtomicBool>,
 ) -> Result<(), super::outbox::Closed> {
     let outbox = conn.outbox().clone();
     let reply = match serde_json::from_str::<ClientMsg>(text) {
@@ -221,13 +317,26 @@ async fn on_text(
             format!("not a client message: {e}"),
         ),
         Ok(ClientMsg::Ping { nonce }) => ServerMsg::Pong { nonce },
+        Ok(ClientMsg::ChessMove { .. })
+            if let Err(e) = crate::hosting::scope::check_change(viewer, Reach::Outside) =>
+        {
+            error(LiveErrorCode::Rejected, e.to_string())
+        }
+        Ok(ClientMsg::ChessMove { .. })
+            if moving.swap(true, std::sync::atomic::Ordering::SeqCst) =>
+        {
+            error(
+                LiveErrorCode::Rejected,
+                "one move at a time: wait for the answer to the last".into(),
+            )
+        }
         Ok(ClientMsg::ChessMove { game, uci }) => {
             // The agent's search takes a while: answer from a task so this socket keeps reading.
-            let (state, viewer) = (state.clone(), viewer.clone());
+            let (state, viewer, moving) = (state.clone(), viewer.clone(), moving.clone());
             tokio::spawn(async move {
-                if let Some(refusal) =
-                    crate::chess::routes::socket_move(&state, &viewer, &game, &uci).await
-                {
+                let refusal = crate::chess::routes::socket_move(&state, &viewer, &game, &uci).await;
+                moving.store(false, std::sync::atomic::Ordering::SeqCst);
+                if let Some(refusal) = refusal {
                     let _ = outbox.push_control(encode(&refusal)).await;
                 }
             });

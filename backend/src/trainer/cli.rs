@@ -169,6 +169,9 @@ async fn api_base(
         chess_judge: Default::default(),
         chess_uses_ratings: true,
         settlement: Default::default(),
+        inference_limits: Default::default(),
+        accounts: Default::default(),
+        hosting: Default::default(),
     };
     let server = crate::app::Server::build(&config).await?;
     let base = format!("http://{}", server.local_addr());

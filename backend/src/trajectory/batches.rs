@@ -110,8 +110,13 @@ async fn form_all_batches(
         min_batch_allocation,
     })
     .collect();
+    // The packing search is CPU work over the whole queue (a subset-sum table of queued groups by
+    // pack size, which `--max-group-size` bounds): off the async workers.
+    let batch_size = usize::try_from(batch_size).unwrap_or(0);
     let (batches, _rest) =
-        packing::form_batches(queue, usize::try_from(batch_size).unwrap_or(0), &envs);
+        tokio::task::spawn_blocking(move || packing::form_batches(queue, batch_size, &envs))
+            .await
+            .map_err(|e| sqlx::Error::Protocol(format!("batch packing failed: {e}")))?;
     if batches.is_empty() {
         return Ok(Vec::new());
     }

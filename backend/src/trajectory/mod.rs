@@ -108,6 +108,15 @@ async fn register(
     RunId(run): RunId,
     AtroposJson(reg): AtroposJson<Registration>,
 ) -> Result<Json<RegisterResponse>, ApiError> {
+    // Batch formation searches over the queue for packs of this size: bounded by a flag.
+    let max = state.hosting.max_batch_size;
+    if !(1..=max).contains(&reg.batch_size) {
+        return Err(ApiError::field(
+            "value_error",
+            &["batch_size".into()],
+            format!("batch_size must be between 1 and {max} (--max-batch-size)"),
+        ));
+    }
     store::register_trainer(&state.db, &run, &reg).await?;
     Ok(Json(RegisterResponse {
         uuid: rand::random::<u128>(),
@@ -119,6 +128,14 @@ async fn register_env(
     RunId(run): RunId,
     AtroposJson(env): AtroposJson<RegisterEnv>,
 ) -> Result<Json<RegisterEnvResponse>, ApiError> {
+    let max = state.hosting.max_group_size;
+    if !(1..=max).contains(&env.group_size) {
+        return Err(ApiError::field(
+            "value_error",
+            &["group_size".into()],
+            format!("group_size must be between 1 and {max} (--max-group-size)"),
+        ));
+    }
     Ok(Json(
         match store::register_env(&state.db, &run, &env).await? {
             Some(registered) => RegisterEnvResponse::Registered(registered),

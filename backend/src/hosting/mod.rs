@@ -1,0 +1,203 @@
+//! What keeps a hosted server safe from its own users: the limits on what one caller may ask,
+//! the secrets key that seals what teams entrust to it, the loopback guard against web pages, and
+//! the one place where a token's scope is checked for every route.
+
+pub mod error;
+pub mod loopback;
+pub mod scope;
+pub mod slots;
+
+use std::time::Duration;
+
+use crate::marketplace::outbound::OutboundLimits;
+use crate::marketplace::probation::ProbationRules;
+use crate::marketplace::sealed::SecretsKey;
+
+/// Flags and environment variables (`None`: not given, the default applies).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct HostingArgs {
+    /// Seals teams' judge endpoint keys at rest: 64 hex digits (`openssl rand -hex 32`). Without
+    /// it, team cards cannot carry a key.
+    #[arg(long, env = "LACHESIS_SECRETS_KEY", hide_env_values = true)]
+    pub secrets_key: Option<String>,
+    /// Cards one team may have listed at once.
+    #[arg(long, env = "LACHESIS_TEAM_CARD_LIMIT")]
+    pub team_card_limit: Option<i64>,
+    /// Evaluations a team card gives on probation before its quality is judged.
+    #[arg(long, env = "LACHESIS_PROBATION_EVALUATIONS")]
+    pub probation_evaluations: Option<i64>,
+    /// Highest price (micro-USDC) at which a team card on probation is chosen.
+    #[arg(long, env = "LACHESIS_PROBATION_PRICE_CAP")]
+    pub probation_price_cap: Option<i64>,
+    /// Seconds a team's judge endpoint has to answer.
+    #[arg(long, env = "LACHESIS_JUDGE_TIMEOUT_S")]
+    pub judge_timeout_s: Option<u64>,
+    /// Largest answer read from a judge endpoint, in KiB.
+    #[arg(long, env = "LACHESIS_JUDGE_MAX_RESPONSE_KIB")]
+    pub judge_max_response_kib: Option<usize>,
+    /// Largest `group_size` an environment may register with.
+    #[arg(long, env = "LACHESIS_MAX_GROUP_SIZE")]
+    pub max_group_size: Option<i64>,
+    /// Largest `batch_size` a trainer may register with.
+    #[arg(long, env = "LACHESIS_MAX_BATCH_SIZE")]
+    pub max_batch_size: Option<i64>,
+    /// Open WebSocket connections one client address may hold (IPv6: per /64).
+    #[arg(long, env = "LACHESIS_WS_PER_ADDRESS")]
+    pub ws_per_address: Option<usize>,
+    /// The chess agent's searches running at once, server-wide.
+    #[arg(long, env = "LACHESIS_CHESS_SEARCHES")]
+    pub chess_searches: Option<usize>,
+    /// Seconds a request may take before it is answered 408 (WebSockets and exports excepted).
+    #[arg(long, env = "LACHESIS_REQUEST_TIMEOUT_S")]
+    pub request_timeout_s: Option<u64>,
+}
+
+/// The resolved settings.
+#[derive(Debug, Clone)]
+pub struct Hosting {
+    pub secrets_key: Option<SecretsKey>,
+    pub team_card_limit: i64,
+    pub probation: ProbationRules,
+    pub judge: OutboundLimits,
+    pub max_group_size: i64,
+    pub max_batch_size: i64,
+    pub ws_per_address: usize,
+    pub chess_searches: usize,
+    pub request_timeout: Duration,
+}
+
+impl Default for Hosting {
+    fn default() -> Self {
+        Self {
+            secrets_key: None,
+            team_card_limit: 5,
+            probation: ProbationRules::default(),
+            judge: OutboundLimits::default(),
+            // Atropos groups are a few to a few hundred rollouts; batches a few thousand.
+            max_group_size: 1024,
+            max_batch_size: 65_536,
+            ws_per_address: 32,
+            chess_searches: crate::chess::DEFAULT_SEARCHES,
+            request_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+impl Hosting {
+    pub fn resolve(args: &HostingArgs) -> anyhow::Result<Self> {
+        let d = Self::default();
+        let positive = |name: &str, value: Option<i64>, default: i64| match value {
+            Some(v) if v < 1 => Err(anyhow::anyhow!("{name} must be at least 1")),
+            Some(v) => Ok(v),
+            None => Ok(default),
+        };
+        let secrets_key = match args.secrets_key.as_deref().filter(|k| !k.is_empty()) {
+            Some(hex) => Some(
+                hex.parse::<SecretsKey>()
+                    .map_err(|e| anyhow::anyhow!("--secrets-key: {e}"))?,
+            ),
+            None => None,
+        };
+        Ok(Self {
+            secrets_key,
+            team_card_limit: positive(
+                "--team-card-limit",
+                args.team_card_limit,
+                d.team_card_limit,
+            )?,
+            probation: ProbationRules {
+                evaluations: positive(
+                    "--probation-evaluations",
+                    args.probation_evaluations,
+                    d.probation.evaluations,
+                )?,
+                price_cap: positive(
+                    "--probation-price-cap",
+                    args.probation_price_cap,
+                    d.probation.price_cap,
+                )?,
+                ..d.probation
+            },
+            judge: OutboundLimits {
+                timeout: Duration::from_secs(positive(
+                    "--judge-timeout-s",
+                    args.judge_timeout_s.map(|v| v as i64),
+                    d.judge.timeout.as_secs() as i64,
+                )? as u64),
+                max_response_bytes: positive(
+                    "--judge-max-response-kib",
+                    args.judge_max_response_kib.map(|v| v as i64),
+                    (d.judge.max_response_bytes / 1024) as i64,
+                )? as usize
+                    * 1024,
+            },
+            max_group_size: positive("--max-group-size", args.max_group_size, d.max_group_size)?,
+            max_batch_size: positive("--max-batch-size", args.max_batch_size, d.max_batch_size)?,
+            ws_per_address: positive(
+                "--ws-per-address",
+                args.ws_per_address.map(|v| v as i64),
+                d.ws_per_address as i64,
+            )? as usize,
+            chess_searches: positive(
+                "--chess-searches",
+                args.chess_searches.map(|v| v as i64),
+                d.chess_searches as i64,
+            )? as usize,
+            request_timeout: Duration::from_secs(positive(
+                "--request-timeout-s",
+                args.request_timeout_s.map(|v| v as i64),
+                d.request_timeout.as_secs() as i64,
+            )? as u64),
+        })
+    }
+}
+
+/// Answers 408 to a request whose handler has not answered within `--request-timeout-s`. A
+/// WebSocket is answered at once (its upgrade) and a streamed export's rows flow after its
+/// headers, so neither is cut by this.
+pub async fn deadline(
+    axum::extract::State(state): axum::extract::State<crate::app::AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let limit = state.hosting.request_timeout;
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(response) => response,
+        Err(_) => error::HostingError::Timeout(limit.as_secs()).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_apply_and_flags_override_them() {
+        let d = Hosting::resolve(&HostingArgs::default()).unwrap();
+        assert_eq!(d.team_card_limit, 5);
+        assert_eq!(d.max_group_size, 1024);
+        assert!(d.secrets_key.is_none());
+        let given = HostingArgs {
+            secrets_key: Some("ab".repeat(32)),
+            team_card_limit: Some(2),
+            max_batch_size: Some(64),
+            judge_max_response_kib: Some(8),
+            ..HostingArgs::default()
+        };
+        let h = Hosting::resolve(&given).unwrap();
+        assert_eq!((h.team_card_limit, h.max_batch_size), (2, 64));
+        assert_eq!(h.judge.max_response_bytes, 8 * 1024);
+        assert!(h.secrets_key.is_some());
+        let zero = HostingArgs {
+            ws_per_address: Some(0),
+            ..HostingArgs::default()
+        };
+        assert!(Hosting::resolve(&zero).is_err());
+        let bad_key = HostingArgs {
+            secrets_key: Some("short".into()),
+            ..HostingArgs::default()
+        };
+        assert!(Hosting::resolve(&bad_key).is_err());
+    }
+}
