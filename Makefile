@@ -13,7 +13,7 @@ endif
 LACHESIS_PG_PORT ?= 54329
 export LACHESIS_PG_PORT
 
-.PHONY: run test bench bench-generate bench-fanout bench-physics bench-viewer bench-ledger bench-pay-to-play tools frontend pg-start pg-stop
+.PHONY: run test bench bench-generate bench-fanout bench-physics bench-viewer bench-ledger bench-pay-to-play bench-abuse tools frontend pg-start pg-stop
 
 run:
 	exec scripts/run.sh
@@ -45,6 +45,10 @@ bench-ledger:
 # The card bandit's value per dollar on real judged episodes against an oracle.
 bench-pay-to-play:
 	scripts/bench-pay-to-play.sh $(BENCH_ARGS)
+
+# A polite caller of the embedded model alone and beside an abusive one, under the per-caller quota.
+bench-abuse:
+	scripts/bench-abuse.sh $(BENCH_ARGS)
 
 # The spatial viewer's frame rate with 500 objects in headless Chromium.
 bench-viewer:
