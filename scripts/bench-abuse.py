@@ -1,10 +1,11 @@
 """One well-behaved caller of the embedded model, alone and then beside an abusive one.
 
-The server runs with accounts on and a per-caller token quota. Each caller has its own API token
-with the inference scope. The well-behaved caller asks for short completions one after another;
-the abusive one floods from several threads with large requests. Printed: the well-behaved
-caller's completions/s alone and with the abuser present (and their ratio), and what the abuser
-got (served, 429, 503).
+The server runs with accounts on. Each caller has its own API token with the inference scope. The
+well-behaved caller asks for short completions one after another; the abusive one sends large
+requests from 8 threads, first waiting as each refusal's Retry-After says (a greedy but compliant
+client, such as a trainer that wants all it can get), then ignoring it (a flood). Printed: the
+well-behaved caller's completions/s alone and beside each (with the ratio), and what the abuser
+got. The abuser's client runs on the same machine, so a flood also takes CPU from the server.
 """
 
 import json
@@ -63,33 +64,43 @@ def polite_rate(token, seconds):
     return done / (time.monotonic() - start), statuses
 
 
-def abuse(token, stop, counts, lock):
+def abuse(token, stop, counts, lock, honour):
     while not stop.is_set():
-        status, _, _ = request(
+        status, headers, _ = request(
             "POST", "/v1/completions",
             {"prompt": "Tell me everything about cats.", "max_tokens": 128, "n": 2},
             {"authorization": "Bearer " + token},
         )
         with lock:
             counts[status] = counts.get(status, 0) + 1
+        if honour and status in (429, 503):
+            stop.wait(float(headers.get("retry-after", "1")))
+
+
+def beside(polite, abuser, honour):
+    stop, lock, counts = threading.Event(), threading.Lock(), {}
+    threads = [
+        threading.Thread(target=abuse, args=(abuser, stop, counts, lock, honour))
+        for _ in range(8)
+    ]
+    for t in threads:
+        t.start()
+    time.sleep(2)
+    rate, statuses = polite_rate(polite, SECONDS)
+    stop.set()
+    for t in threads:
+        t.join()
+    return rate, statuses, dict(sorted(counts.items()))
 
 
 def main():
     polite, abuser = tokens()
     alone, alone_statuses = polite_rate(polite, SECONDS)
-    stop, lock, counts = threading.Event(), threading.Lock(), {}
-    threads = [threading.Thread(target=abuse, args=(abuser, stop, counts, lock)) for _ in range(8)]
-    for t in threads:
-        t.start()
-    time.sleep(2)
-    beside, beside_statuses = polite_rate(polite, SECONDS)
-    stop.set()
-    for t in threads:
-        t.join()
-    print(f"polite caller alone:          {alone:.2f} completions/s {alone_statuses}")
-    print(f"polite caller beside abuser:  {beside:.2f} completions/s {beside_statuses}")
-    print(f"ratio (beside / alone):       {beside / alone:.2f}")
-    print(f"abuser's answers by status:   {dict(sorted(counts.items()))}")
+    print(f"polite caller alone:                 {alone:.2f} completions/s {alone_statuses}")
+    for honour, name in ((True, "a greedy caller honouring Retry-After"), (False, "a flood")):
+        rate, statuses, counts = beside(polite, abuser, honour)
+        print(f"polite caller beside {name}: {rate:.2f} completions/s {statuses}, "
+              f"ratio {rate / alone:.2f}; the abuser got {counts}")
 
 
 main()

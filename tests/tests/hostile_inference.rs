@@ -253,3 +253,79 @@ async fn a_saturated_engine_answers_503_with_retry_after_at_once() {
     // Nothing stays admitted once the answers are out.
     assert_eq!(hello(&app, &[]).await.status, 200);
 }
+
+/// Two API tokens with the inference scope on a server with accounts on.
+async fn two_callers(app: &TestApp) -> (String, String) {
+    let owner = lachesis_tests::sign_up(app, "/api/auth/setup", "ada", "lab").await;
+    let mut tokens = Vec::new();
+    for name in ["greedy", "patient"] {
+        let created: Value = app
+            .client
+            .post(app.url("/api/teams/lab/tokens"))
+            .header("cookie", &owner.0)
+            .header("x-csrf-token", &owner.1)
+            .json(&json!({"name": name, "inference": true}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        tokens.push(created["token"].as_str().unwrap().to_string());
+    }
+    (tokens.remove(0), tokens.remove(0))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_caller_cannot_fill_the_engine_while_another_waits() {
+    let mut config = config_for(&fresh_database().await);
+    config.model = Some(model_path());
+    config.auth = true;
+    config.inference_limits.per_caller = 2;
+    let app = TestApp::spawn_with(config).await;
+    let (greedy, patient) = two_callers(&app).await;
+    let greedy = format!("Bearer {greedy}");
+    let patient = format!("Bearer {patient}");
+    let counting = json!({"prompt": "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,",
+                          "max_tokens": 96, "temperature": 0});
+    // Four at once from one caller: two are run, the others refused until one is answered, and
+    // meanwhile another caller is served.
+    let greedy_headers = [("authorization", greedy.as_str())];
+    let flood = futures::future::join_all(
+        (0..4).map(|_| call(&app, "/v1/completions", &counting, &greedy_headers)),
+    );
+    let polite = async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        call(
+            &app,
+            "/v1/completions",
+            &json!({"prompt": "Hi", "max_tokens": 4}),
+            &[("authorization", &patient)],
+        )
+        .await
+    };
+    let (flood, polite) = tokio::join!(flood, polite);
+    assert_eq!(polite.status, 200, "{}", polite.body);
+    let served = flood.iter().filter(|a| a.status == 200).count();
+    let refused: Vec<&Answer> = flood.iter().filter(|a| a.status == 429).collect();
+    assert_eq!(served + refused.len(), 4);
+    assert!(served >= 2, "its share is served");
+    assert!(!refused.is_empty(), "beyond its share it waits its turn");
+    for answer in refused {
+        assert_eq!(answer.retry_after, Some(1));
+        assert!(
+            answer.message().contains("--inference-per-caller"),
+            "{}",
+            answer.body
+        );
+    }
+    // Once answered, the same caller is served again.
+    let again = call(
+        &app,
+        "/v1/completions",
+        &json!({"prompt": "Hi", "max_tokens": 4}),
+        &[("authorization", &greedy)],
+    )
+    .await;
+    assert_eq!(again.status, 200, "{}", again.body);
+}

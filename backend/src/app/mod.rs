@@ -64,7 +64,7 @@ impl AppState {
         Self {
             ledger: crate::ledger::Ledger::new(db.clone()),
             settler: crate::settlement::Settler::Simulated,
-            inference_limits: Arc::new(config.inference_limits.for_new_server()),
+            inference_limits: Arc::new(config.inference_limits.for_new_server(config.auth)),
             accounts: Arc::new(config.accounts.clone()),
             hosting: Arc::new(config.hosting.clone()),
             ws_slots: Arc::new(crate::hosting::slots::AddressSlots::new(

@@ -1,7 +1,9 @@
-//! Counted slots per client address, for connections that stay open (WebSockets): one address
-//! (an IPv6 /64, which one subscriber usually holds whole) cannot hold more than its share.
+//! Counted slots per key, for what one client holds open: WebSockets per address (an IPv6 /64,
+//! which one subscriber usually holds whole), model requests per caller. A key cannot hold more
+//! than its share; a slot is given back when dropped.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
@@ -19,20 +21,35 @@ pub fn address_key(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// Slots per client address.
+pub type AddressSlots = Slots<IpAddr>;
+
 #[derive(Debug)]
-pub struct AddressSlots {
+pub struct Slots<K: Hash + Eq> {
     limit: usize,
-    held: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    held: Arc<Mutex<HashMap<K, usize>>>,
 }
 
 /// One held slot; dropping it frees the slot.
 #[derive(Debug)]
-pub struct Slot {
-    key: IpAddr,
-    held: Arc<Mutex<HashMap<IpAddr, usize>>>,
+pub struct Slot<K: Hash + Eq = IpAddr> {
+    key: K,
+    held: Arc<Mutex<HashMap<K, usize>>>,
 }
 
-impl AddressSlots {
+impl Slots<IpAddr> {
+    /// A slot for `ip`'s address (its /64 for IPv6), or `Err(limit)` when it holds them all.
+    pub fn claim(&self, ip: IpAddr) -> Result<Slot, usize> {
+        self.claim_key(address_key(ip))
+    }
+
+    pub fn held_by(&self, ip: IpAddr) -> usize {
+        let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        held.get(&address_key(ip)).copied().unwrap_or(0)
+    }
+}
+
+impl<K: Hash + Eq + Clone> Slots<K> {
     pub fn new(limit: usize) -> Self {
         Self {
             limit,
@@ -40,11 +57,11 @@ impl AddressSlots {
         }
     }
 
-    /// A slot for `ip`, or `Err(limit)` when its address holds them all.
-    pub fn claim(&self, ip: IpAddr) -> Result<Slot, usize> {
-        let key = address_key(ip);
+    /// A slot for `key`, or `Err(limit)` when it holds them all. Keys holding nothing take no
+    /// room, so the table is as large as what is open at once.
+    pub fn claim_key(&self, key: K) -> Result<Slot<K>, usize> {
         let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        let count = held.entry(key).or_insert(0);
+        let count = held.entry(key.clone()).or_insert(0);
         if *count >= self.limit {
             return Err(self.limit);
         }
@@ -54,14 +71,9 @@ impl AddressSlots {
             held: self.held.clone(),
         })
     }
-
-    pub fn held_by(&self, ip: IpAddr) -> usize {
-        let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        held.get(&address_key(ip)).copied().unwrap_or(0)
-    }
 }
 
-impl Drop for Slot {
+impl<K: Hash + Eq> Drop for Slot<K> {
     fn drop(&mut self) {
         let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(count) = held.get_mut(&self.key) {

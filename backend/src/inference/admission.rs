@@ -22,6 +22,17 @@ pub async fn generate(
     request: GenerateRequest,
 ) -> Result<Generation, InferenceError> {
     let cost = admit(limits, engine.info(), &request)?;
+    // Held until the answer: a caller's requests beyond its share are refused before they cost.
+    let _running = if limits.per_caller_applies {
+        Some(
+            limits
+                .running
+                .claim_key(caller.clone())
+                .map_err(|running| InferenceError::TooManyRunning { running })?,
+        )
+    } else {
+        None
+    };
     limits.quotas.charge(caller, cost, limits, Instant::now())?;
     let result = engine.generate(request).await;
     let used = result.as_ref().map_or(0, |generation| {

@@ -42,6 +42,11 @@ pub enum InferenceError {
         per_minute: u64,
         retry_after_secs: u64,
     },
+    /// The caller already has its share of requests in the engine (a 429 with `Retry-After`).
+    #[error(
+        "this caller already has {running} requests running or waiting, as many as one caller may on this server (--inference-per-caller); send the next when one is answered"
+    )]
+    TooManyRunning { running: usize },
     /// The server runs without an embedded model.
     #[error(
         "no model is loaded: start `lachesis serve` with --model PATH (or let `make run` fetch SmolLM2)"
@@ -75,7 +80,7 @@ impl IntoResponse for InferenceError {
             InferenceError::KvBudget { .. } | InferenceError::OverBurst { .. } => {
                 (StatusCode::BAD_REQUEST, "invalid_request_error", None)
             }
-            InferenceError::RateLimited { .. } => {
+            InferenceError::RateLimited { .. } | InferenceError::TooManyRunning { .. } => {
                 (StatusCode::TOO_MANY_REQUESTS, "rate_limit_exceeded", None)
             }
             InferenceError::NoModel => (StatusCode::SERVICE_UNAVAILABLE, "model_not_loaded", None),
@@ -99,7 +104,8 @@ impl IntoResponse for InferenceError {
             InferenceError::RateLimited {
                 retry_after_secs, ..
             } => Some(*retry_after_secs),
-            InferenceError::Engine(EngineError::Busy(_)) => Some(BUSY_RETRY_AFTER_SECS),
+            InferenceError::Engine(EngineError::Busy(_))
+            | InferenceError::TooManyRunning { .. } => Some(BUSY_RETRY_AFTER_SECS),
             _ => None,
         };
         let body = json!({

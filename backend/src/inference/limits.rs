@@ -6,7 +6,8 @@ use std::sync::Arc;
 use anyhow::bail;
 use lachesis_inference::{EngineOptions, MAX_CHOICES};
 
-use super::quota::CallerQuotas;
+use super::quota::{CallerKey, CallerQuotas};
+use crate::hosting::slots::Slots;
 
 const MIB: u64 = 1024 * 1024;
 
@@ -40,6 +41,10 @@ pub struct InferenceLimitArgs {
     /// `Retry-After` [default: 64].
     #[arg(long, env = "LACHESIS_INFERENCE_MAX_IN_FLIGHT")]
     pub inference_max_in_flight: Option<usize>,
+    /// Requests one caller may have running or waiting at once, with accounts on; more are
+    /// refused with 429 and `Retry-After` [default: 2].
+    #[arg(long, env = "LACHESIS_INFERENCE_PER_CALLER")]
+    pub inference_per_caller: Option<usize>,
 }
 
 /// The limits the inference routes enforce (public fields: tests and embedders set them), and
@@ -54,8 +59,15 @@ pub struct InferenceLimits {
     pub burst_tokens: u64,
     pub quota_callers: usize,
     pub max_in_flight: usize,
+    /// Requests one caller may have in the engine at once. On a shared server this keeps one
+    /// caller from filling the engine's running places, so others are served beside it; on a
+    /// loopback server without accounts every caller is the same person, so it does not apply.
+    pub per_caller: usize,
+    /// Whether `per_caller` applies (accounts on); set by [`InferenceLimits::for_new_server`].
+    pub(super) per_caller_applies: bool,
     /// Runtime state, shared by clones; [`InferenceLimits::for_new_server`] starts it empty.
     pub(super) quotas: Arc<CallerQuotas>,
+    pub(super) running: Arc<Slots<CallerKey>>,
 }
 
 impl Default for InferenceLimits {
@@ -71,7 +83,10 @@ impl Default for InferenceLimits {
             burst_tokens: 200_000,
             quota_callers: 65_536,
             max_in_flight: 64,
+            per_caller: 2,
+            per_caller_applies: false,
             quotas: Arc::default(),
+            running: Arc::new(Slots::new(2)),
         }
     }
 }
@@ -99,7 +114,10 @@ impl InferenceLimits {
             max_in_flight: args
                 .inference_max_in_flight
                 .unwrap_or(defaults.max_in_flight),
+            per_caller: args.inference_per_caller.unwrap_or(defaults.per_caller),
+            per_caller_applies: false,
             quotas: Arc::default(),
+            running: defaults.running,
         };
         limits.check()?;
         Ok(limits)
@@ -117,6 +135,7 @@ impl InferenceLimits {
             ("--inference-burst-tokens", self.burst_tokens),
             ("--inference-quota-callers", self.quota_callers as u64),
             ("--inference-max-in-flight", self.max_in_flight as u64),
+            ("--inference-per-caller", self.per_caller as u64),
         ];
         for (flag, value) in at_least_one {
             if value == 0 {
@@ -127,10 +146,13 @@ impl InferenceLimits {
     }
 
     /// The same limits with no caller seen yet: each server keeps its own balances, even when
-    /// one configuration builds several (as tests do).
-    pub fn for_new_server(&self) -> Self {
+    /// one configuration builds several (as tests do). `accounts`: whether callers are told apart
+    /// by their credentials, which the per-caller concurrency limit needs.
+    pub fn for_new_server(&self, accounts: bool) -> Self {
         Self {
             quotas: Arc::default(),
+            running: Arc::new(Slots::new(self.per_caller.max(1))),
+            per_caller_applies: accounts,
             ..self.clone()
         }
     }
@@ -176,6 +198,7 @@ mod tests {
         assert_eq!(limits.burst_tokens, 200_000);
         assert_eq!(limits.quota_callers, 65_536);
         assert_eq!(limits.max_in_flight, 64);
+        assert_eq!(limits.per_caller, 2);
         let engine = limits.engine_options();
         assert_eq!(engine.max_active + engine.queue, 64);
     }
@@ -199,8 +222,11 @@ mod tests {
             "10",
             "--inference-max-in-flight",
             "1",
+            "--inference-per-caller",
+            "3",
         ])
         .unwrap();
+        assert_eq!(limits.per_caller, 3);
         assert_eq!(limits.max_n, 8);
         assert_eq!(limits.kv_budget_bytes, 100 * MIB);
         assert_eq!(limits.max_stop_strings, 2);
@@ -228,6 +254,7 @@ mod tests {
             ["--inference-tokens-per-minute", "0"],
             ["--inference-max-in-flight", "0"],
             ["--inference-quota-callers", "0"],
+            ["--inference-per-caller", "0"],
         ] {
             let error = resolve(&flags).unwrap_err().to_string();
             assert!(error.contains(flags[0]), "{flags:?}: {error}");
@@ -237,7 +264,7 @@ mod tests {
     #[test]
     fn a_new_server_starts_with_no_caller_balances() {
         let limits = InferenceLimits::default();
-        let fresh = limits.for_new_server();
+        let fresh = limits.for_new_server(false);
         assert!(Arc::ptr_eq(&limits.quotas, &limits.clone().quotas));
         assert!(!Arc::ptr_eq(&limits.quotas, &fresh.quotas));
     }
