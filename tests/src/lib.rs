@@ -139,6 +139,36 @@ impl TestApp {
         expect_ok(resp).await
     }
 
+    /// Any request as `who`, with an optional JSON body: the status and the body (JSON, or the
+    /// text as a JSON string, or null when empty).
+    pub async fn call(
+        &self,
+        who: Caller<'_>,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (reqwest::StatusCode, Value) {
+        let mut request = self.client.request(method, self.url(path));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        request = match who {
+            Caller::Session((cookie, csrf)) => request
+                .header("cookie", cookie)
+                .header("x-csrf-token", csrf),
+            Caller::Token(token) => request.bearer_auth(token),
+            Caller::Nobody => request,
+        };
+        let response = request.send().await.expect("the server answers");
+        let status = response.status();
+        let text = response.text().await.expect("a body");
+        let body = match text.is_empty() {
+            true => Value::Null,
+            false => serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        };
+        (status, body)
+    }
+
     /// `GET` with a JSON body, as atroposlib calls `/status-env`.
     pub async fn get_with_body(&self, path: &str, body: &Value) -> Value {
         let resp = self
@@ -215,6 +245,15 @@ pub fn gzip(bytes: &[u8]) -> Vec<u8> {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     enc.write_all(bytes).expect("in-memory write");
     enc.finish().expect("in-memory write")
+}
+
+/// Who sends a request: a signed-in browser (its cookie and CSRF token, as [`sign_up`] returns
+/// them), a bearer token, or nobody.
+#[derive(Clone, Copy)]
+pub enum Caller<'a> {
+    Session(&'a (String, String)),
+    Token(&'a str),
+    Nobody,
 }
 
 /// Signs a browser up through `path` (`/api/auth/setup` for the first owner,

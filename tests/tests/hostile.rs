@@ -4,43 +4,27 @@
 
 use futures::{SinkExt, StreamExt};
 use lachesis_tests::{
-    TestApp, config_for, env_registration, fresh_database, group, registration, sign_up,
+    Caller, TestApp, config_for, env_registration, fresh_database, group, registration, sign_up,
 };
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::{self, Message, client::IntoClientRequest};
 
-enum As<'a> {
-    User(&'a (String, String)),
-    Token(&'a str),
-}
-
+/// A request as `who`.
 async fn call(
     app: &TestApp,
-    who: As<'_>,
+    who: Caller<'_>,
     method: Method,
     path: &str,
     body: Option<Value>,
 ) -> (StatusCode, Value) {
-    let mut request = app.client.request(method, app.url(path));
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    request = match who {
-        As::User((cookie, csrf)) => request
-            .header("cookie", cookie)
-            .header("x-csrf-token", csrf),
-        As::Token(token) => request.bearer_auth(token),
-    };
-    let response = request.send().await.unwrap();
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
+    app.call(who, method, path, body).await
 }
 
 async fn token(app: &TestApp, owner: &(String, String), body: Value) -> (i64, String) {
     let (status, created) = call(
         app,
-        As::User(owner),
+        Caller::Session(owner),
         Method::POST,
         "/api/teams/cats-inc/tokens",
         Some(body),
@@ -76,7 +60,7 @@ async fn a_read_only_token_changes_nothing_anywhere() {
     let (_, runs) = token(&app, &ada, json!({"name": "writer", "run": "r1"})).await;
     let (status, _) = call(
         &app,
-        As::Token(&runs),
+        Caller::Token(&runs),
         Method::POST,
         "/register",
         Some(registration(4)),
@@ -128,7 +112,8 @@ async fn a_read_only_token_changes_nothing_anywhere() {
         ),
     ];
     for (method, path, body) in attempts {
-        let (status, answer) = call(&app, As::Token(&read_only), method.clone(), path, body).await;
+        let (status, answer) =
+            call(&app, Caller::Token(&read_only), method.clone(), path, body).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {answer}");
         assert!(
             answer["detail"].as_str().unwrap().contains("read-only"),
@@ -143,7 +128,7 @@ async fn a_read_only_token_changes_nothing_anywhere() {
     // It still reads.
     let (status, _) = call(
         &app,
-        As::Token(&read_only),
+        Caller::Token(&read_only),
         Method::GET,
         "/runs/r1/status",
         None,
@@ -177,14 +162,14 @@ async fn a_run_scoped_token_acts_only_in_its_run_and_only_owners_publish_runs() 
             Some(json!({"public": true})),
         ),
     ] {
-        let (status, answer) = call(&app, As::Token(&scoped), method.clone(), path, body).await;
+        let (status, answer) = call(&app, Caller::Token(&scoped), method.clone(), path, body).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {answer}");
     }
     assert_eq!(count(&db, "chess_games").await, 0);
     // Its own run, by the legacy paths and by name; another run does not exist for it.
     let (status, _) = call(
         &app,
-        As::Token(&scoped),
+        Caller::Token(&scoped),
         Method::POST,
         "/register",
         Some(registration(4)),
@@ -193,7 +178,7 @@ async fn a_run_scoped_token_acts_only_in_its_run_and_only_owners_publish_runs() 
     assert_eq!(status, StatusCode::OK);
     let (status, _) = call(
         &app,
-        As::Token(&scoped),
+        Caller::Token(&scoped),
         Method::POST,
         "/runs/r1/register-env",
         Some(env_registration("e", 2)),
@@ -202,7 +187,7 @@ async fn a_run_scoped_token_acts_only_in_its_run_and_only_owners_publish_runs() 
     assert_eq!(status, StatusCode::OK);
     let (status, _) = call(
         &app,
-        As::Token(&scoped),
+        Caller::Token(&scoped),
         Method::POST,
         "/runs/r2/register",
         Some(registration(4)),
@@ -214,7 +199,7 @@ async fn a_run_scoped_token_acts_only_in_its_run_and_only_owners_publish_runs() 
     let bob = sign_up(&app, "/api/auth/register", "bob", "bobs").await;
     let (status, _) = call(
         &app,
-        As::User(&ada),
+        Caller::Session(&ada),
         Method::POST,
         "/api/teams/cats-inc/members",
         Some(json!({"username": "bob", "role": "member"})),
@@ -224,7 +209,7 @@ async fn a_run_scoped_token_acts_only_in_its_run_and_only_owners_publish_runs() 
     let publish = Some(json!({"public": true}));
     let (status, _) = call(
         &app,
-        As::User(&bob),
+        Caller::Session(&bob),
         Method::PUT,
         "/api/runs/r1/visibility",
         publish.clone(),
@@ -233,7 +218,7 @@ async fn a_run_scoped_token_acts_only_in_its_run_and_only_owners_publish_runs() 
     assert_eq!(status, StatusCode::FORBIDDEN);
     let (status, _) = call(
         &app,
-        As::User(&ada),
+        Caller::Session(&ada),
         Method::PUT,
         "/api/runs/r1/visibility",
         publish,
@@ -264,7 +249,7 @@ async fn a_revoked_tokens_socket_goes_quiet_within_seconds() {
     let (id, secret) = token(&app, &ada, json!({"name": "watcher", "run": "r1"})).await;
     let (status, _) = call(
         &app,
-        As::Token(&secret),
+        Caller::Token(&secret),
         Method::POST,
         "/register",
         Some(registration(4)),
@@ -286,7 +271,7 @@ async fn a_revoked_tokens_socket_goes_quiet_within_seconds() {
 
     let (status, _) = call(
         &app,
-        As::User(&ada),
+        Caller::Session(&ada),
         Method::DELETE,
         &format!("/api/teams/cats-inc/tokens/{id}"),
         None,

@@ -15,7 +15,7 @@ use lachesis::settlement::Settler;
 use lachesis_shared::cats::CatTask;
 use lachesis_shared::ledger::{AccountKind, MicroUsdc};
 use lachesis_shared::marketplace::PanelChoice;
-use lachesis_tests::{TestApp, config_for, fresh_database, sign_up};
+use lachesis_tests::{Caller, TestApp, config_for, fresh_database, sign_up};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -61,6 +61,7 @@ impl Listener {
     }
 }
 
+/// A signed-in browser's request with a JSON body.
 async fn call(
     app: &TestApp,
     who: &(String, String),
@@ -68,17 +69,8 @@ async fn call(
     path: &str,
     body: Value,
 ) -> (StatusCode, Value) {
-    let response = app
-        .client
-        .request(method, app.url(path))
-        .header("cookie", &who.0)
-        .header("x-csrf-token", &who.1)
-        .json(&body)
-        .send()
+    app.call(Caller::Session(who), method, path, Some(body))
         .await
-        .unwrap();
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
 }
 
 fn endpoint_card(slug: &str, base_url: &str) -> Value {
