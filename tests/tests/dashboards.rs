@@ -190,3 +190,100 @@ async fn groups_too_large_for_a_live_notice_are_still_stored() {
     assert_eq!(groups.len(), 2);
     assert_eq!(groups[1]["scores"].as_array().unwrap().len(), 400);
 }
+
+/// The runs list, `/status` and `/metrics` read running totals instead of counting groups; after
+/// concurrent ingest on many connections, buffering, batches and a reset they still equal what a
+/// count over the tables says.
+#[tokio::test]
+async fn run_totals_equal_the_counted_groups_through_ingest_batches_and_reset() {
+    let app = TestApp::spawn().await;
+    app.post("/runs/tally/register", &registration(8)).await;
+    // The trainer's first `/batch` starts the run; environments may register after it.
+    app.get("/runs/tally/batch").await;
+    app.post(
+        "/runs/tally/register-env",
+        &lachesis_tests::env_registration("e", 4),
+    )
+    .await;
+    let posts = (0..8).map(|worker| {
+        let app = &app;
+        async move {
+            for i in 0..6 {
+                app.post(
+                    "/runs/tally/scored_data",
+                    &group(worker * 100 + i, 4, Some(0)),
+                )
+                .await;
+            }
+        }
+    });
+    futures::future::join_all(posts).await;
+    // Groups of 2 wait in the env's buffer until two of them make its group size of 4.
+    for marker in [900, 901, 902] {
+        app.post("/runs/tally/scored_data", &group(marker, 2, Some(0)))
+            .await;
+    }
+    for _ in 0..5 {
+        app.get("/runs/tally/batch").await;
+    }
+
+    let db = sqlx::PgPool::connect(&app.database_url).await.unwrap();
+    let counted = |state: &'static str| {
+        let db = db.clone();
+        async move {
+            let (n,): (i64,) =
+                sqlx::query_as("SELECT count(*) FROM groups WHERE run_id = 'tally' AND state = $1")
+                    .bind(state)
+                    .fetch_one(&db)
+                    .await
+                    .unwrap();
+            n
+        }
+    };
+    let (received, last_ms): (i64, i64) = sqlx::query_as(
+        "SELECT count(*), (extract(epoch FROM max(received_at)) * 1000)::bigint
+         FROM group_stats WHERE run_id = 'tally'",
+    )
+    .fetch_one(&db)
+    .await
+    .unwrap();
+    let queued = counted("queued").await;
+    assert_eq!(received, 51, "48 groups of 4 and 3 of 2 were acknowledged");
+    assert_eq!(counted("buffered").await, 1);
+    assert!(counted("batched").await > 0, "the batches took groups");
+    assert!(queued > 0, "some groups are still queued");
+
+    let listed = |runs: Value| {
+        runs.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == "tally")
+            .cloned()
+            .expect("the run is listed")
+    };
+    let run = listed(app.get("/api/runs").await);
+    assert_eq!(run["groups"], received);
+    assert_eq!(run["queue_size"], queued);
+    assert_eq!(run["last_group_at_ms"], last_ms);
+    assert_eq!(app.get("/runs/tally/status").await["queue_size"], queued);
+    let metrics = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(&format!("lachesis_queue_depth{{run=\"tally\"}} {queued}")),
+        "{metrics}"
+    );
+
+    // A reset empties the queue and the buffer; the history and its count stay.
+    app.get("/runs/tally/reset_data").await;
+    let run = listed(app.get("/api/runs").await);
+    assert_eq!(run["queue_size"], 0);
+    assert_eq!(run["groups"], received);
+    assert_eq!(counted("buffered").await + counted("queued").await, 0);
+}

@@ -19,6 +19,7 @@ pub const DEFAULT_SESSION_IDLE_HOURS: u32 = 7 * 24;
 pub const DEFAULT_SESSION_DAYS: u32 = 14;
 pub const DEFAULT_TOKEN_MAX_DAYS: u32 = 365;
 pub const DEFAULT_INVITE_DAYS: u32 = 7;
+pub const DEFAULT_TEAMS_PER_USER: u32 = 10;
 
 /// `--registration`, as clap parses it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -66,6 +67,9 @@ pub struct AccountArgs {
     /// Days an invite code stays valid. Default 7.
     #[arg(long, env = "LACHESIS_INVITE_DAYS")]
     pub invite_days: Option<u32>,
+    /// Teams one user may own at once (each team holds runs, cards and budgets). Default 10.
+    #[arg(long, env = "LACHESIS_TEAMS_PER_USER")]
+    pub teams_per_user: Option<u32>,
 }
 
 /// The account policy the auth routes enforce. Clones share the guards: one process, one count
@@ -77,6 +81,7 @@ pub struct AccountPolicy {
     pub session_days: u32,
     pub token_max_days: u32,
     pub invite_days: u32,
+    pub teams_per_user: u32,
     /// Sign-ups per client address within an hour.
     pub registrations: Arc<WindowLimiter>,
     /// Every argon2 hash and verification passes here.
@@ -85,15 +90,7 @@ pub struct AccountPolicy {
 
 impl Default for AccountPolicy {
     fn default() -> Self {
-        Self::build(
-            Registration::Open,
-            DEFAULT_REGISTRATIONS_PER_HOUR,
-            DEFAULT_PASSWORD_HASH_CONCURRENCY,
-            DEFAULT_SESSION_IDLE_HOURS,
-            DEFAULT_SESSION_DAYS,
-            DEFAULT_TOKEN_MAX_DAYS,
-            DEFAULT_INVITE_DAYS,
-        )
+        Self::resolve(&AccountArgs::default()).expect("the default policy is within every bound")
     }
 }
 
@@ -131,40 +128,28 @@ impl AccountPolicy {
         )?;
         let invite_days =
             at_least_one("--invite-days", args.invite_days, DEFAULT_INVITE_DAYS, 365)?;
-        Ok(Self::build(
-            args.registration
+        let teams_per_user = at_least_one(
+            "--teams-per-user",
+            args.teams_per_user,
+            DEFAULT_TEAMS_PER_USER,
+            10_000,
+        )?;
+        Ok(Self {
+            registration: args
+                .registration
                 .map_or(Registration::Open, Registration::from),
-            registrations_per_hour,
-            concurrency,
-            session_idle_hours,
-            session_days,
-            token_max_days,
-            invite_days,
-        ))
-    }
-
-    fn build(
-        registration: Registration,
-        registrations_per_hour: u32,
-        password_hash_concurrency: u32,
-        session_idle_hours: u32,
-        session_days: u32,
-        token_max_days: u32,
-        invite_days: u32,
-    ) -> Self {
-        Self {
-            registration,
             session_idle: Duration::from_secs(u64::from(session_idle_hours) * 3600),
             session_days,
             token_max_days,
             invite_days,
+            teams_per_user,
             registrations: Arc::new(WindowLimiter::new(
                 registrations_per_hour as usize,
                 Duration::from_secs(3600),
                 MAX_KEYS,
             )),
-            hashing: Arc::new(PasswordHashing::new(password_hash_concurrency as usize)),
-        }
+            hashing: Arc::new(PasswordHashing::new(concurrency as usize)),
+        })
     }
 }
 
@@ -208,6 +193,7 @@ mod tests {
             ),
             (14, 365, 7)
         );
+        assert_eq!(policy.teams_per_user, 10);
         for _ in 0..10 {
             assert!(policy.registrations.acquire("198.51.100.1").is_ok());
         }
@@ -232,6 +218,8 @@ mod tests {
             "30",
             "--invite-days",
             "1",
+            "--teams-per-user",
+            "3",
         ])
         .unwrap();
         assert_eq!(policy.registration, Registration::Invite);
@@ -244,6 +232,7 @@ mod tests {
             ),
             (2, 30, 1)
         );
+        assert_eq!(policy.teams_per_user, 3);
         assert!(policy.registrations.acquire("a").is_ok());
         assert!(policy.registrations.acquire("a").is_ok());
         assert!(policy.registrations.acquire("a").is_err());

@@ -167,6 +167,19 @@ pub async fn create_user(
 }
 
 /// Creates a team with `owner` as its first owner.
+/// Teams the user owns, counted while their row is held until the transaction ends, so that two
+/// team creations at once are counted one after the other.
+pub async fn lock_owned_teams(conn: &mut PgConnection, user: i64) -> Result<i64, sqlx::Error> {
+    sqlx::query("SELECT id FROM users WHERE id = $1 FOR UPDATE")
+        .bind(user)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query_scalar("SELECT count(*) FROM memberships WHERE user_id = $1 AND role = 'owner'")
+        .bind(user)
+        .fetch_one(&mut *conn)
+        .await
+}
+
 pub async fn create_team(
     conn: &mut PgConnection,
     name: &str,

@@ -44,6 +44,12 @@ pub(super) async fn create_team(
     let user = user_id(&viewer)?;
     check_name("team", &team.name)?;
     let mut tx = state.db.begin().await?;
+    let limit = state.accounts.teams_per_user;
+    if store::lock_owned_teams(&mut tx, user).await? >= i64::from(limit) {
+        return Err(AppError::Conflict(format!(
+            "one person owns at most {limit} teams: hand one to another owner or leave it first"
+        )));
+    }
     store::create_team(&mut tx, &team.name, user)
         .await
         .map_err(|e| AppError::conflict_on_unique(e, "that team name is taken"))?;

@@ -62,7 +62,7 @@ pub async fn sample(db: &PgPool, run: &str) -> Result<RunStatusPoint, sqlx::Erro
     let (at_ms, step, queue_size): (i64, i64, i64) = sqlx::query_as(
         "INSERT INTO run_status_samples (run_id, step, queue_size)
          SELECT id, current_step,
-                (SELECT count(*) FROM groups WHERE run_id = $1 AND state = 'queued')
+                coalesce((SELECT queued FROM run_totals WHERE run_id = $1), 0)
          FROM runs WHERE id = $1
          RETURNING (extract(epoch FROM at) * 1000)::bigint, step, queue_size",
     )

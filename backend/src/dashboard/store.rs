@@ -66,12 +66,10 @@ pub async fn runs(
 ) -> Result<Vec<RunSummary>, sqlx::Error> {
     let rows: Vec<RunRow> = sqlx::query_as(
         "SELECT r.id, t.name, r.public, (extract(epoch FROM r.created_at) * 1000)::bigint,
-                r.current_step,
-                (SELECT count(*) FROM groups g WHERE g.run_id = r.id AND g.state = 'queued'),
-                (SELECT count(*) FROM group_stats s WHERE s.run_id = r.id),
-                (SELECT (extract(epoch FROM max(s.received_at)) * 1000)::bigint
-                 FROM group_stats s WHERE s.run_id = r.id)
+                r.current_step, coalesce(n.queued, 0), coalesce(n.received, 0),
+                (extract(epoch FROM n.last_received_at) * 1000)::bigint
          FROM runs r LEFT JOIN teams t ON t.id = r.team_id
+              LEFT JOIN run_totals n ON n.run_id = r.id
          WHERE ($1 OR r.public OR (r.team_id = ANY($2) AND ($3::text IS NULL OR r.id = $3)))
            AND ($4::text IS NULL OR r.id = $4)
          ORDER BY r.created_at DESC, r.id",

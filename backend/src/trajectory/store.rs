@@ -305,7 +305,8 @@ async fn buffer_group(
 /// `/status`: the step and the number of queued groups.
 pub async fn status(db: &PgPool, run: &str) -> Result<(i64, i64), ApiError> {
     let row = sqlx::query(
-        "SELECT current_step, (SELECT count(*) FROM groups WHERE run_id = $1 AND state = 'queued') AS queued
+        "SELECT current_step,
+                coalesce((SELECT queued FROM run_totals WHERE run_id = $1), 0) AS queued
          FROM runs WHERE id = $1",
     )
     .bind(run)
@@ -443,10 +444,8 @@ pub async fn reset(db: &PgPool, run: &str) -> Result<(), ApiError> {
 /// Queue depth and buffered groups per run, for `/metrics`.
 pub async fn depth_by_run(db: &PgPool) -> Result<Vec<(String, i64, i64)>, ApiError> {
     Ok(sqlx::query_as(
-        "SELECT r.id,
-                count(g.id) FILTER (WHERE g.state = 'queued'),
-                count(g.id) FILTER (WHERE g.state = 'buffered')
-         FROM runs r LEFT JOIN groups g ON g.run_id = r.id GROUP BY r.id ORDER BY r.id",
+        "SELECT r.id, coalesce(n.queued, 0), coalesce(n.buffered, 0)
+         FROM runs r LEFT JOIN run_totals n ON n.run_id = r.id ORDER BY r.id",
     )
     .fetch_all(db)
     .await?)
