@@ -38,6 +38,7 @@ const seen = {
   live: false,
   subscribed: false,
   texts_shown: false,
+  invite_code: null,
   before: null,
   after: null,
   reloaded: null,
@@ -181,6 +182,11 @@ try {
   if (process.env.SCREENSHOT_DIR) {
     await page.screenshot({ path: join(process.env.SCREENSHOT_DIR, 'dashboard.png'), fullPage: true });
   }
+  // An owner hands out an invite from the settings page: the code is shown once.
+  await page.getByRole('link', { name: 'Settings', exact: true }).click();
+  await page.getByTestId('create-invite').first().click();
+  seen.invite_code = (await page.getByTestId('invite-code').first().textContent()).trim();
+
   // Anything the page logs while settling after the updates still counts.
   await page.waitForTimeout(500);
 
@@ -188,6 +194,7 @@ try {
     seen.live &&
     seen.subscribed &&
     seen.texts_shown &&
+    Boolean(seen.invite_code) &&
     !seen.reloaded &&
     seen.after.points >= seen.before.points + GROUPS &&
     seen.after.rows >= seen.before.rows + GROUPS &&

@@ -1,6 +1,7 @@
 //! The browser end to end: a real Chromium, driven by `tests/browser/e2e.mjs` (playwright-core),
 //! signs in to the real server with authentication on, watches a run's dashboard and sees groups
-//! posted by a trainer's token appear on the chart and in the table without a reload.
+//! posted by a trainer's token appear on the chart and in the table without a reload; then, on the
+//! settings page, creates an invite whose code lets a newcomer join the team.
 //!
 //! Needs what `make test` provides: the built frontend (`LACHESIS_STATIC_DIR`), Node with the
 //! repo's `node_modules` (`npm ci`, done by scripts/ensure-tools.sh) and `/usr/bin/chromium` (or
@@ -105,6 +106,20 @@ async fn a_signed_in_browser_sees_posted_groups_arrive_live() {
     let grew = |key: &str| after[key].as_i64().unwrap() - before[key].as_i64().unwrap();
     assert!(grew("points") >= 3, "reward points did not grow: {report}");
     assert!(grew("rows") >= 3, "table rows did not grow: {report}");
+    // The code the settings page showed lets a newcomer in, as a member of the owner's team.
+    let code = report["invite_code"]
+        .as_str()
+        .expect("an invite code shown");
+    let joined = app
+        .client
+        .post(app.url("/api/auth/register"))
+        .json(&json!({"username": "grace", "password": PASSWORD, "invite": code}))
+        .send()
+        .await
+        .expect("POST register");
+    assert_eq!(joined.status(), StatusCode::OK);
+    let me: Value = joined.json().await.unwrap();
+    assert_eq!(me["teams"][0]["team"], TEAM, "{me}");
     assert_eq!(report["console_errors"], json!([]), "{report:#}");
     assert_eq!(report["page_errors"], json!([]), "{report:#}");
 }

@@ -3,7 +3,6 @@
 //! this machine stands for their host and proves nothing reaches it.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use lachesis::ledger::{AccountId, Ledger};
 use lachesis::marketplace::judges::Judges;
@@ -15,51 +14,10 @@ use lachesis::settlement::Settler;
 use lachesis_shared::cats::CatTask;
 use lachesis_shared::ledger::{AccountKind, MicroUsdc};
 use lachesis_shared::marketplace::PanelChoice;
+use lachesis_tests::listener::Listener;
 use lachesis_tests::{Caller, TestApp, config_for, fresh_database, sign_up};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// A host of the attacker's: counts connections and keeps what was sent to it.
-struct Listener {
-    port: u16,
-    connections: Arc<AtomicUsize>,
-    received: Arc<std::sync::Mutex<Vec<u8>>>,
-}
-
-impl Listener {
-    /// Answers every request with `answer` (an HTTP response written as it is).
-    async fn start(answer: Arc<Vec<u8>>) -> Self {
-        let socket = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = socket.local_addr().unwrap().port();
-        let connections = Arc::new(AtomicUsize::new(0));
-        let received = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (count, kept) = (connections.clone(), received.clone());
-        tokio::spawn(async move {
-            while let Ok((mut stream, _)) = socket.accept().await {
-                count.fetch_add(1, Ordering::SeqCst);
-                let (kept, answer) = (kept.clone(), answer.clone());
-                tokio::spawn(async move {
-                    let mut buf = vec![0u8; 64 * 1024];
-                    if let Ok(n) = stream.read(&mut buf).await {
-                        kept.lock().unwrap().extend_from_slice(&buf[..n]);
-                    }
-                    let _ = stream.write_all(&answer).await;
-                    let _ = stream.shutdown().await;
-                });
-            }
-        });
-        Self {
-            port,
-            connections,
-            received,
-        }
-    }
-
-    fn connections(&self) -> usize {
-        self.connections.load(Ordering::SeqCst)
-    }
-}
 
 /// A signed-in browser's request with a JSON body.
 async fn call(

@@ -378,3 +378,132 @@ async fn cards_are_public_and_only_their_owners_change_them() {
         "Postgres refuses a score outside 0..1"
     );
 }
+
+/// The operator's `[[judge_cards]]`: the one place a card may name a server variable as its
+/// endpoint's key. The key goes to the operator's endpoint; the variable's name is shown to the
+/// admin only; a restart with a changed file updates the card; a team's slug is never taken over.
+#[tokio::test]
+async fn operator_cards_from_the_config_file_carry_a_server_key_to_their_endpoint() {
+    use lachesis_tests::listener::Listener;
+    let completion = r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"Fine. \\boxed{0.75}"},"finish_reason":"stop"}]}"#;
+    let listener = Listener::start(std::sync::Arc::new(
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{completion}",
+            completion.len()
+        )
+        .into_bytes(),
+    ))
+    .await;
+    // PATH stands for the operator's key variable: set in every test process, and its value is
+    // what must reach the endpoint. The cards come from a real config file.
+    let port = listener.port;
+    let file = move |slug: &str, price: i64| {
+        let text = format!(
+            r#"
+            [[judge_cards]]
+            slug = "{slug}"
+            name = "Operator Judge"
+            specialties = ["reasoning"]
+            price = {price}
+            [judge_cards.judge]
+            kind = "openai"
+            base_url = "http://127.0.0.1:{port}/v1"
+            model = "m"
+            system_prompt = "judge"
+            api_key_env = "PATH"
+            "#
+        );
+        let path = std::env::temp_dir().join(format!("lachesis-cards-{slug}-{price}-{port}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let file = lachesis::config::FileConfig::load(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        file.judge_cards.unwrap()
+    };
+    let url = fresh_database().await;
+    let config = |slug: &str, price: i64| {
+        let mut config = config_for(&url);
+        config.auth = true;
+        config.api_token = Some("operator-admin".into());
+        config.judge_cards = file(slug, price);
+        config
+    };
+    let app = TestApp::spawn_with(config("operator-judge", 7_000)).await;
+    let cards: Vec<AgentCard> =
+        serde_json::from_value(app.get("/api/marketplace/cards").await).unwrap();
+    let card = cards
+        .iter()
+        .find(|c| c.slug == "operator-judge")
+        .expect("listed");
+    assert_eq!(card.price, MicroUsdc(7_000));
+    assert_eq!(card.owner_team, None, "a platform card");
+    assert!(card.has_api_key);
+    assert!(
+        !serde_json::to_string(card).unwrap().contains("PATH"),
+        "the variable's name is the operator's business: {card:?}"
+    );
+    let admin_view: AgentCard = app
+        .client
+        .get(app.url("/api/marketplace/cards/operator-judge"))
+        .bearer_auth("operator-admin")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let scenario = lachesis::envs::cat_caretaker::data::CatData::builtin()
+        .unwrap()
+        .scenarios[0]
+        .clone();
+    let task = lachesis_shared::cats::CatTask {
+        observed: Vec::new(),
+        scenario,
+    };
+    let verdict = lachesis::marketplace::judges::Judges::new(None)
+        .verdict(&admin_view.judge, &task, "Fresh water and a vet visit.")
+        .await
+        .unwrap();
+    assert!(verdict.contains("boxed{0.75}"), "{verdict}");
+    let sent = String::from_utf8_lossy(&listener.received.lock().unwrap()).to_lowercase();
+    let path = std::env::var("PATH").unwrap().to_lowercase();
+    assert!(
+        sent.contains(&format!("authorization: bearer {path}")),
+        "the operator's key reached the operator's endpoint: {sent}"
+    );
+    let owner = sign_up(&app, "/api/auth/setup", "ada", "lab").await;
+    let (status, body) = call(
+        &app,
+        Some(&owner),
+        Method::POST,
+        "/api/marketplace/cards",
+        Some(new_card("team-held", "lab", 1_000)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    drop(app);
+
+    // The file is the source of truth: a restart with another price reprices the card.
+    let app = TestApp::spawn_with(config("operator-judge", 9_000)).await;
+    let card: AgentCard =
+        serde_json::from_value(app.get("/api/marketplace/cards/operator-judge").await).unwrap();
+    assert_eq!(card.price, MicroUsdc(9_000));
+    drop(app);
+
+    // The operator's file cannot take over a team's card, and says so at start.
+    let refused = lachesis::app::Server::build(&config("team-held", 9_000))
+        .await
+        .err()
+        .expect("refused");
+    assert!(
+        refused.to_string().contains("a team's card has that slug"),
+        "{refused}"
+    );
+    let db = sqlx::PgPool::connect(&url).await.unwrap();
+    let team_card: (Option<i64>, i64) =
+        sqlx::query_as("SELECT owner_team, price FROM agent_cards WHERE slug = 'team-held'")
+            .fetch_one(&db)
+            .await
+            .unwrap();
+    assert!(team_card.0.is_some());
+    assert_eq!(team_card.1, 1_000, "the team's card is unchanged");
+}

@@ -201,7 +201,11 @@ pub async fn find(db: &PgPool, slug: &str) -> Result<(i64, Option<i64>, AgentCar
 }
 
 /// Checks what Postgres would refuse anyway, to answer with a readable reason.
-fn validate(slug: &str, price: Option<MicroUsdc>, wallet: Option<&str>) -> Result<(), AppError> {
+pub(super) fn validate(
+    slug: &str,
+    price: Option<MicroUsdc>,
+    wallet: Option<&str>,
+) -> Result<(), AppError> {
     let slug_ok = (2..=48).contains(&slug.len())
         && slug
             .bytes()
@@ -226,6 +230,35 @@ fn validate(slug: &str, price: Option<MicroUsdc>, wallet: Option<&str>) -> Resul
         }
     }
     Ok(())
+}
+
+/// Checks a card's name, description, specialties and judge; the judge as stored.
+pub(super) fn validate_listing(
+    name: &str,
+    description: &str,
+    specialties: &[String],
+    judge: &JudgeBackend,
+) -> Result<serde_json::Value, AppError> {
+    if name.trim().is_empty() || name.len() > 80 || description.len() > 1000 {
+        return Err(AppError::Invalid(
+            "a name is 1-80 characters, a description at most 1000".into(),
+        ));
+    }
+    if specialties.is_empty()
+        || specialties.len() > 8
+        || specialties.iter().any(|s| s.is_empty() || s.len() > 40)
+    {
+        return Err(AppError::Invalid(
+            "a card has 1 to 8 specialties of 1-40 characters".into(),
+        ));
+    }
+    let judge = serde_json::to_value(judge).map_err(|e| AppError::Internal(e.to_string()))?;
+    if judge.to_string().len() > 16 * 1024 {
+        return Err(AppError::Invalid(
+            "a judge's configuration is at most 16 KiB".into(),
+        ));
+    }
+    Ok(judge)
 }
 
 /// What a team's card may not do that the operator's may: name a server environment variable
@@ -260,28 +293,12 @@ pub async fn create(
     listing_limit: i64,
 ) -> Result<AgentCard, AppError> {
     validate(&card.slug, Some(card.price), card.owner_wallet.as_deref())?;
-    if card.name.trim().is_empty() || card.name.len() > 80 || card.description.len() > 1000 {
-        return Err(AppError::Invalid(
-            "a name is 1-80 characters, a description at most 1000".into(),
-        ));
-    }
-    if card.specialties.is_empty()
-        || card.specialties.len() > 8
-        || card
-            .specialties
-            .iter()
-            .any(|s| s.is_empty() || s.len() > 40)
-    {
-        return Err(AppError::Invalid(
-            "a card has 1 to 8 specialties of 1-40 characters".into(),
-        ));
-    }
-    let judge = serde_json::to_value(&card.judge).map_err(|e| AppError::Internal(e.to_string()))?;
-    if judge.to_string().len() > 16 * 1024 {
-        return Err(AppError::Invalid(
-            "a judge's configuration is at most 16 KiB".into(),
-        ));
-    }
+    let judge = validate_listing(
+        &card.name,
+        &card.description,
+        &card.specialties,
+        &card.judge,
+    )?;
     let wallet = card.owner_wallet.as_deref().map(str::to_ascii_lowercase);
     // The card and its account are created together or not at all, so this inserts the account
     // in the transaction itself (`Ledger::account` would reuse an existing one of that name).

@@ -4,6 +4,7 @@
 pub mod cards;
 pub mod feed;
 pub mod judges;
+pub mod operator;
 pub mod outbound;
 pub mod panel;
 pub mod probation;

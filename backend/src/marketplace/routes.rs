@@ -22,9 +22,26 @@ async fn list(
     State(state): State<AppState>,
     viewer: Viewer,
 ) -> Result<Json<Vec<AgentCard>>, AppError> {
+    let full_rights = viewer.is_full_rights();
+    let cards = super::cards::list(&state.db, full_rights).await?;
     Ok(Json(
-        super::cards::list(&state.db, viewer.is_full_rights()).await?,
+        cards
+            .into_iter()
+            .map(|card| shown_to(full_rights, card))
+            .collect(),
     ))
+}
+
+/// Which server variable holds an operator card's key is the operator's business: others see
+/// only that the card has a key.
+fn shown_to(full_rights: bool, mut card: AgentCard) -> AgentCard {
+    if let JudgeBackend::Openai { api_key_env, .. } = &mut card.judge
+        && !full_rights
+        && api_key_env.take().is_some()
+    {
+        card.has_api_key = true;
+    }
+    card
 }
 
 /// A listed card, to anyone; an unlisted one (its judge's configuration included) only to its
@@ -44,7 +61,7 @@ async fn one(
             return Err(AppError::NotFound("card"));
         }
     }
-    Ok(Json(card))
+    Ok(Json(shown_to(viewer.is_full_rights(), card)))
 }
 
 /// The team's id when the caller may manage its cards: its owners, a token of that team with

@@ -1,7 +1,9 @@
 //! `/settings`: the teams you belong to; for owners, each team's members and API tokens; and a
 //! form to create a team.
 
-use lachesis_shared::accounts::{CreatedToken, Member, Membership, NewTeam, NewToken, Role};
+use lachesis_shared::accounts::{
+    CreatedInvite, CreatedToken, Member, Membership, NewTeam, NewToken, Role,
+};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
@@ -91,10 +93,49 @@ fn TeamCard(membership: Membership) -> impl IntoView {
                 .then(|| {
                     view! {
                         <Members team=team.clone() />
+                        <Invites team=team.clone() />
                         <Tokens team=team.clone() />
                     }
                 })}
         </section>
+    }
+}
+
+/// Owners hand out single-use sign-up codes; on an invite-only server they are the only way in.
+#[component]
+fn Invites(team: String) -> impl IntoView {
+    let team = StoredValue::new(team);
+    let created = RwSignal::new(None::<CreatedInvite>);
+    let error = RwSignal::new(None::<String>);
+    let create = move |_| {
+        spawn_local(async move {
+            match api::create_invite(&team.get_value()).await {
+                Ok(invite) => {
+                    error.set(None);
+                    created.set(Some(invite));
+                }
+                Err(e) => error.set(Some(e.to_string())),
+            }
+        });
+    };
+    let shown = move || {
+        created.get().map(|invite| {
+            let days = ((invite.expires_at_ms - now_ms()) as f64 / 86_400_000.0).round();
+            view! {
+                <p>
+                    "Invite code (shown once, single use, valid " {days} " days): "
+                    <code data-testid="invite-code">{invite.code}</code>
+                </p>
+            }
+        })
+    };
+    view! {
+        <h3>"Invites"</h3>
+        <button type="button" data-testid="create-invite" on:click=create>
+            "Create an invite code"
+        </button>
+        {shown}
+        {move || error.get().map(|e| view! { <p class="error" role="alert">{e}</p> })}
     }
 }
 
