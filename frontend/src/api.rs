@@ -12,8 +12,8 @@ use std::rc::Rc;
 
 use gloo_net::http::{Request, RequestBuilder, Response};
 use lachesis_shared::accounts::{
-    AuthState, CreatedToken, Login, Me, Member, Membership, NewAccount, NewTeam, NewToken,
-    TokenInfo, Visibility,
+    AuthState, CreatedInvite, CreatedToken, Login, Me, Member, Membership, NewAccount, NewTeam,
+    NewToken, TokenInfo, Visibility,
 };
 use lachesis_shared::error::ErrorBody;
 use lachesis_shared::runs::{GroupDetail, RunMetrics, RunSummary};
@@ -178,6 +178,15 @@ pub async fn create_team(team: &NewTeam) -> ApiResult<Membership> {
     post("/api/teams", team).await
 }
 
+/// A single-use sign-up code for the team (owners only), shown once.
+pub async fn create_invite(team: &str) -> ApiResult<CreatedInvite> {
+    let path = format!("/api/teams/{}/invites", encode(team));
+    let request = with_csrf(Request::post(&path))
+        .build()
+        .map_err(|e| ApiError::Network(e.to_string()))?;
+    decode(send(request, &path).await?, &path).await
+}
+
 pub async fn members(team: &str) -> ApiResult<Vec<Member>> {
     get(&format!("/api/teams/{}/members", encode(team))).await
 }
@@ -240,6 +249,11 @@ pub fn export_url(run: &str, file: &str) -> String {
 
 pub async fn environments() -> ApiResult<Vec<Environment>> {
     get("/api/environments").await
+}
+
+/// Quiet about 401: the runs page is open to visitors who may not read the server's tasks.
+pub async fn system_tasks() -> ApiResult<Vec<lachesis_shared::system::TaskStatus>> {
+    get_with("/api/system/tasks", false).await
 }
 
 // --- spatial ----------------------------------------------------------------------------------

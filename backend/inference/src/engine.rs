@@ -2,15 +2,16 @@
 //! worker thread (see [`crate::worker`]), with a bounded number of requests admitted at once.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 use candle_core::quantized::gguf_file;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::backoff::Backoff;
 use crate::llama::Llama;
-use crate::worker::{Admitted, Command, Job, SharedModel, Worker};
+use crate::worker::{Admitted, Command, Job, SharedModel, Worker, WorkerHealth};
 use crate::{EngineError, ModelTokenizer, SamplingParams};
 
 #[derive(Debug, Clone)]
@@ -22,6 +23,8 @@ pub struct EngineOptions {
     pub queue: usize,
     /// Longest sequence (prompt plus answer) served, at most the model's own context.
     pub context_cap: usize,
+    /// The pause before the worker starts again after a panic.
+    pub restart_backoff: Backoff,
 }
 
 impl Default for EngineOptions {
@@ -30,6 +33,7 @@ impl Default for EngineOptions {
             max_active: 4,
             queue: 60,
             context_cap: 8192,
+            restart_backoff: Backoff::default(),
         }
     }
 }
@@ -116,8 +120,8 @@ pub struct Engine {
     weight_version: Arc<AtomicI64>,
     /// Requests queued or running, against `max_active + queue`.
     admitted: Arc<Admitted>,
-    /// Times the worker loop panicked and was started again.
-    restarts: Arc<AtomicU64>,
+    /// Restarts of the worker loop after panics, and whether it is pausing before one.
+    health: Arc<Mutex<WorkerHealth>>,
 }
 
 impl Engine {
@@ -156,13 +160,14 @@ impl Engine {
         // Every queued job holds an admission slot, so the channel is never the tighter bound.
         let (jobs, queue) = mpsc::channel(admitted.limit);
         let model: SharedModel = Arc::new(RwLock::new(Arc::new(model)));
-        let restarts = Arc::new(AtomicU64::new(0));
+        let health = Arc::new(Mutex::new(WorkerHealth::default()));
         let worker = Worker {
             model: model.clone(),
             tokenizer: tokenizer.clone(),
             context,
             max_active,
-            restarts: restarts.clone(),
+            backoff: options.restart_backoff,
+            health: health.clone(),
         };
         std::thread::Builder::new()
             .name("lachesis-engine".into())
@@ -175,7 +180,7 @@ impl Engine {
             model,
             weight_version: Arc::new(AtomicI64::new(0)),
             admitted,
-            restarts,
+            health,
         })
     }
 
@@ -226,7 +231,15 @@ impl Engine {
 
     /// How many times the worker panicked and was restarted since the engine started.
     pub fn restarts(&self) -> u64 {
-        self.restarts.load(Ordering::SeqCst)
+        self.health().restarts
+    }
+
+    /// The worker's restarts, last panic and whether it is pausing before starting again.
+    pub fn health(&self) -> WorkerHealth {
+        self.health
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Makes the worker panic at its next turn, to exercise the restart. Not for production use.

@@ -3,6 +3,7 @@
 //!
 //! Kept apart from the server crate so candle is compiled once and the server rebuilds quickly.
 
+pub mod backoff;
 mod engine;
 mod hf;
 pub mod llama;
@@ -16,6 +17,7 @@ pub use engine::{
 };
 pub use sampling::{MAX_CHOICES, MAX_TOP_LOGPROBS, SamplingParams, log_softmax, sample, top_k};
 pub use tokenizer::{ChatMessage, ModelTokenizer};
+pub use worker::WorkerHealth;
 
 /// Everything the engine can refuse or fail at, each kind mapped to one HTTP status by callers.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]

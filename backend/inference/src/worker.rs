@@ -5,19 +5,21 @@
 //!
 //! A panic in the loop (a bug in the forward pass, an allocation candle refuses) is caught at the
 //! thread's top: the requests it was running are answered with [`EngineError::WorkerCrashed`],
-//! the restart is logged and counted, and a fresh loop starts on the same weights and queue, so
-//! requests that were waiting, and every later one, are still served.
+//! the restart is logged and counted, and after a pause ([`Backoff`]: a panic on every request
+//! must not spin a core) a fresh loop starts on the same weights and queue, so requests that were
+//! waiting, and every later one, are still served.
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
-use std::time::Instant;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Instant, SystemTime};
 
 use candle_core::{Device, Tensor};
 use rand::rngs::StdRng;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::backoff::{Backoff, Streak};
 use crate::engine::{Choice, FinishReason, GenerateRequest, Generation, TokenLogprob};
 use crate::llama::{KvCache, Llama, rows};
 use crate::sampling::{log_softmax, sample, top_k};
@@ -86,7 +88,32 @@ pub(crate) struct Worker {
     pub tokenizer: ModelTokenizer,
     pub context: usize,
     pub max_active: usize,
-    pub restarts: Arc<AtomicU64>,
+    pub backoff: Backoff,
+    pub health: Arc<Mutex<WorkerHealth>>,
+}
+
+/// The worker's supervision state, for the server's task list and metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerHealth {
+    /// Times the loop panicked and was started again.
+    pub restarts: u64,
+    /// The last panic's message.
+    pub last_failure: Option<String>,
+    /// Set while the worker pauses before starting again.
+    pub backing_off_until: Option<SystemTime>,
+    /// When the worker last started or failed.
+    pub since: SystemTime,
+}
+
+impl Default for WorkerHealth {
+    fn default() -> Self {
+        Self {
+            restarts: 0,
+            last_failure: None,
+            backing_off_until: None,
+            since: SystemTime::now(),
+        }
+    }
 }
 
 impl Worker {
@@ -101,23 +128,49 @@ impl Worker {
     /// Runs the loop until every engine handle is gone, restarting it after a panic.
     pub fn supervise(self, mut queue: mpsc::Receiver<Command>) {
         let mut active: Vec<Session> = Vec::new();
+        let mut streak = Streak::default();
         loop {
+            let started = Instant::now();
             let outcome = catch_unwind(AssertUnwindSafe(|| self.run(&mut queue, &mut active)));
             let Err(panic) = outcome else {
                 return;
             };
-            let restarts = self.restarts.fetch_add(1, Ordering::SeqCst) + 1;
+            let cause = panic_message(&panic);
+            let wait = streak.failed(&self.backoff, started.elapsed());
+            let restarts = self.update_health(|health| {
+                health.restarts += 1;
+                health.last_failure = Some(cause.clone());
+                health.backing_off_until = Some(SystemTime::now() + wait);
+            });
             tracing::error!(
-                cause = panic_message(&panic),
+                task = "inference-worker",
+                cause,
                 failed_requests = active.len(),
                 restarts,
-                "the engine worker panicked; restarting it on the loaded weights"
+                wait_ms = wait.as_millis() as u64,
+                "the engine worker panicked; restarting it on the loaded weights after a pause"
             );
             // Their caches may be half-written: they are answered, not resumed.
             for session in active.drain(..) {
                 let _ = session.into_reply().send(Err(EngineError::WorkerCrashed));
             }
+            std::thread::sleep(wait);
+            self.update_health(|health| health.backing_off_until = None);
+            tracing::warn!(
+                task = "inference-worker",
+                restarts,
+                "the engine worker restarted"
+            );
         }
+    }
+
+    /// Changes the shared health record (stamping `since`) and returns the restart count.
+    fn update_health(&self, change: impl FnOnce(&mut WorkerHealth)) -> u64 {
+        // Only this thread writes the record, so a poisoned lock holds a whole value.
+        let mut health = self.health.lock().unwrap_or_else(|p| p.into_inner());
+        change(&mut health);
+        health.since = SystemTime::now();
+        health.restarts
     }
 
     fn run(&self, queue: &mut mpsc::Receiver<Command>, active: &mut Vec<Session>) {

@@ -68,8 +68,17 @@ async fn requests_beyond_the_admitted_number_are_refused_at_once() {
 
 #[tokio::test]
 async fn a_panicking_worker_is_restarted_on_the_loaded_weights() {
-    let engine = Engine::load(&model_path(), EngineOptions::default()).unwrap();
+    let options = EngineOptions {
+        // Short pauses before each restart: the rule itself is unit-tested in `backoff`.
+        restart_backoff: lachesis_inference::backoff::Backoff {
+            initial: std::time::Duration::from_millis(20),
+            ..Default::default()
+        },
+        ..EngineOptions::default()
+    };
+    let engine = Engine::load(&model_path(), options).unwrap();
     assert_eq!(engine.restarts(), 0);
+    assert_eq!(engine.health().last_failure, None);
     let running = spawn(&engine, counting(&engine, 200));
     tokio::task::yield_now().await;
     engine.crash_worker_for_tests().unwrap();
@@ -84,6 +93,14 @@ async fn a_panicking_worker_is_restarted_on_the_loaded_weights() {
         .expect("the restarted worker serves");
     assert_eq!(after.choices[0].tokens.len(), 4);
     assert_eq!(engine.restarts(), 1);
+    let health = engine.health();
+    assert!(
+        health
+            .last_failure
+            .is_some_and(|cause| cause.contains("crash requested by a test")),
+        "the panic's message is kept"
+    );
+    assert_eq!(health.backing_off_until, None, "serving again");
 
     // Again, with nothing running: the next request still succeeds.
     engine.crash_worker_for_tests().unwrap();

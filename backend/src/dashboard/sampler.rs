@@ -34,26 +34,37 @@ impl Activity {
     }
 }
 
+/// Samples until `shutdown`, supervised: a panic restarts it after a pause. A failed sample is
+/// not a failure of the sampler (the next second tries again), only logged.
 pub fn spawn(
+    tasks: &crate::supervisor::Supervisor,
+    db: PgPool,
+    activity: std::sync::Arc<Activity>,
+    shutdown: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    tasks.spawn("status-sampler", shutdown.clone(), move || {
+        run(db.clone(), activity.clone(), shutdown.clone())
+    })
+}
+
+async fn run(
     db: PgPool,
     activity: std::sync::Arc<Activity>,
     mut shutdown: watch::Receiver<bool>,
-) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(PERIOD);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = shutdown.changed() => return,
-            }
-            for run in activity.take() {
-                if let Err(e) = sample(&db, &run).await {
-                    tracing::warn!(%run, error = %e, "status sample failed");
-                }
+) -> anyhow::Result<()> {
+    let mut tick = tokio::time::interval(PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return Ok(()),
+        }
+        for run in activity.take() {
+            if let Err(e) = sample(&db, &run).await {
+                tracing::warn!(%run, error = %e, "status sample failed");
             }
         }
-    })
+    }
 }
 
 /// Records and publishes one sample of `run`.

@@ -1,6 +1,9 @@
 //! Environments run inside `lachesis serve`: each one a runner task posting to the server's own
 //! address, answered by the embedded model in the same process. They register like any worker and
 //! wait for a trainer, then produce groups until the server shuts down.
+//!
+//! Runners and showcases are supervised (`crate::supervisor`): one that fails is logged, counted
+//! and started again after a pause, as tasks `env:NAME` and `showcase:NAME`.
 
 use std::sync::Arc;
 
@@ -42,8 +45,8 @@ impl std::str::FromStr for EnvSpec {
     }
 }
 
-/// Starts one runner per spec against `api`. Fails at once for unknown environments or when no
-/// embedded model is loaded, so a misconfigured server does not start.
+/// Starts one supervised runner per spec against `api`. Fails at once for unknown environments or
+/// when no embedded model is loaded, so a misconfigured server does not start.
 pub fn spawn(
     specs: &[EnvSpec],
     api: &str,
@@ -73,11 +76,14 @@ pub fn spawn(
                 .with_context(|| format!("--env {}", spec.name))?
                 .with_sink(streamer);
             let env = Arc::new(env);
-            handles.push(tokio::spawn(crate::spatial::showcase(
-                env.clone(),
-                policy.clone(),
-                shutdown.clone(),
-            )));
+            let (showcased, policy, stop) = (env.clone(), policy.clone(), shutdown.clone());
+            handles.push(
+                state
+                    .tasks
+                    .spawn("showcase:spatial", shutdown.clone(), move || {
+                        crate::spatial::showcase(showcased.clone(), policy.clone(), stop.clone())
+                    }),
+            );
             env
         } else if spec.name == super::pay_to_play::NAME {
             // Pays through the server's ledger and settler; the embedded model answers, chooses
@@ -97,11 +103,18 @@ pub fn spawn(
                 super::pay_to_play::PayToPlayEnv::new(&spec.options, market)
                     .with_context(|| format!("--env {}", spec.name))?,
             );
-            handles.push(tokio::spawn(super::pay_to_play::showcase(
-                env.clone(),
-                policy.clone(),
-                shutdown.clone(),
-            )));
+            let (showcased, policy, stop) = (env.clone(), policy.clone(), shutdown.clone());
+            handles.push(
+                state
+                    .tasks
+                    .spawn("showcase:pay_to_play", shutdown.clone(), move || {
+                        super::pay_to_play::showcase(
+                            showcased.clone(),
+                            policy.clone(),
+                            stop.clone(),
+                        )
+                    }),
+            );
             env
         } else {
             Arc::from(
@@ -116,14 +129,16 @@ pub fn spawn(
         };
         let api = api.to_owned();
         let policy = policy.clone();
-        let shutdown = shutdown.clone();
+        let stop = shutdown.clone();
         let name = spec.name.clone();
-        handles.push(tokio::spawn(async move {
-            match runner::run(&api, env.as_ref(), policy, config, shutdown).await {
-                Ok(report) => {
-                    tracing::info!(env = %name, ?report, "in-process environment stopped")
-                }
-                Err(e) => tracing::error!(env = %name, error = %e, "in-process environment failed"),
+        let task = format!("env:{name}");
+        handles.push(state.tasks.spawn(&task, shutdown.clone(), move || {
+            let (api, env, policy) = (api.clone(), env.clone(), policy.clone());
+            let (config, stop, name) = (config.clone(), stop.clone(), name.clone());
+            async move {
+                let report = runner::run(&api, env.as_ref(), policy, config, stop).await?;
+                tracing::info!(env = %name, ?report, "in-process environment stopped");
+                Ok(())
             }
         }));
     }

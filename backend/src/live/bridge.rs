@@ -15,13 +15,19 @@
 //!    make the dashboards draw a wrong mean without anyone knowing.
 //!
 //! If even the notice does not fit (a topic name of kilobytes) nothing is sent and a warning logged.
+//!
+//! A lost connection (Postgres restarted, the listener's backend terminated) loses whatever was
+//! notified until the bridge listens again. The bridge then fails, the supervisor starts it again
+//! after a pause (`crate::supervisor`, task `live-bridge`), and once it listens on a new
+//! connection every subscriber of every topic is sent `Lagged { dropped: 0 }` so it reloads over
+//! HTTP: after the new `LISTEN`, so nothing published after that reload can be missed.
 
-use std::time::Duration;
-
+use anyhow::bail;
 use lachesis_shared::live::{LiveEvent, Topic};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::Hub;
@@ -131,12 +137,38 @@ impl Bridge {
         })
     }
 
-    /// Delivers notifications until the hub shuts down or the pool is closed.
-    pub fn spawn(self) -> JoinHandle<()> {
-        tokio::spawn(self.run())
+    /// Delivers notifications until the hub shuts down or the pool is closed, supervised: after a
+    /// lost connection it listens again (on a new one) and tells every subscriber to reload.
+    pub fn spawn(
+        self,
+        tasks: &crate::supervisor::Supervisor,
+        shutdown: watch::Receiver<bool>,
+    ) -> JoinHandle<()> {
+        let (db, hub) = (self.db.clone(), self.hub.clone());
+        // The first attempt uses the listener `Server::build` opened; later ones open their own.
+        let mut listening = Some(self);
+        tasks.spawn("live-bridge", shutdown, move || {
+            let listening = listening.take();
+            let (db, hub) = (db.clone(), hub.clone());
+            async move {
+                let bridge = match listening {
+                    Some(bridge) => bridge,
+                    None => {
+                        let bridge = Bridge::listen(&db, hub.clone()).await?;
+                        tracing::warn!(
+                            "live bridge listening again; subscribers are told to reload"
+                        );
+                        hub.lag_everyone();
+                        bridge
+                    }
+                };
+                bridge.run().await
+            }
+        })
     }
 
-    async fn run(mut self) {
+    /// `Ok` when the hub stops or the pool closes; an error when the connection is lost.
+    async fn run(mut self) -> anyhow::Result<()> {
         let hub = self.hub.clone();
         let stopped = hub.stopped();
         tokio::pin!(stopped);
@@ -147,46 +179,15 @@ impl Bridge {
             };
             match next {
                 Ok(Some(notification)) => self.dispatch(notification.payload()),
-                // The connection dropped and sqlx has listened again on a new one: whatever was
-                // published in between is lost, so subscribers are told to reload.
-                Ok(None) => {
-                    tracing::warn!("live bridge lost its database connection; listening again");
-                    self.hub.lag_everyone();
-                }
+                // sqlx's way of saying the connection dropped (it would listen again by itself,
+                // silently: `connect` turns that off so the loss is counted and told).
+                Ok(None) => bail!("the live bridge lost its database connection"),
                 Err(sqlx::Error::PoolClosed) => break,
-                Err(e) => {
-                    tracing::warn!(error = %e, "live bridge failed; reconnecting");
-                    match self.reconnect(&mut stopped).await {
-                        Some(listener) => self.listener = listener,
-                        None => break,
-                    }
-                    self.hub.lag_everyone();
-                }
+                Err(e) => bail!("the live bridge's database connection failed: {e}"),
             }
         }
         tracing::debug!("live bridge stopped");
-    }
-
-    /// A fresh listener, retried with backoff; `None` when the hub stops or the pool closes first.
-    async fn reconnect(
-        &self,
-        stopped: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
-    ) -> Option<PgListener> {
-        let mut delay = Duration::from_millis(100);
-        loop {
-            tokio::select! {
-                () = &mut *stopped => return None,
-                () = tokio::time::sleep(delay) => {}
-            }
-            match connect(&self.db).await {
-                Ok(listener) => return Some(listener),
-                Err(sqlx::Error::PoolClosed) => return None,
-                Err(e) => {
-                    tracing::warn!(error = %e, "live bridge cannot listen yet");
-                    delay = (delay * 2).min(Duration::from_secs(5));
-                }
-            }
-        }
+        Ok(())
     }
 
     fn dispatch(&self, payload: &str) {
@@ -209,6 +210,8 @@ impl Bridge {
 
 async fn connect(db: &PgPool) -> Result<PgListener, sqlx::Error> {
     let mut listener = PgListener::connect_with(db).await?;
+    // A dropped connection ends `run` instead of being replaced inside `try_recv`.
+    listener.eager_reconnect(false);
     listener.listen(CHANNEL).await?;
     Ok(listener)
 }

@@ -156,6 +156,34 @@ impl Metrics {
     }
 }
 
+/// The supervised tasks (`crate::supervisor`): restarts so far, and whether each is running now.
+pub fn render_tasks(tasks: &[lachesis_shared::system::TaskStatus]) -> String {
+    let mut out = String::new();
+    let name = "lachesis_task_restarts_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Times a server task failed and was started again.\n# TYPE {name} counter"
+    );
+    for task in tasks {
+        let _ = writeln!(
+            out,
+            "{name}{{task=\"{}\"}} {}",
+            escape(&task.name),
+            task.restarts
+        );
+    }
+    let name = "lachesis_task_up";
+    let _ = writeln!(
+        out,
+        "# HELP {name} 1 while a server task runs, 0 while it backs off or has stopped.\n# TYPE {name} gauge"
+    );
+    for task in tasks {
+        let up = u8::from(task.state == lachesis_shared::system::TaskState::Running);
+        let _ = writeln!(out, "{name}{{task=\"{}\"}} {up}", escape(&task.name));
+    }
+    out
+}
+
 fn escape(label: &str) -> String {
     label
         .replace('\\', "\\\\")
@@ -191,7 +219,7 @@ pub async fn handler(State(state): State<AppState>) -> Response {
                 axum::http::header::CONTENT_TYPE,
                 "text/plain; version=0.0.4; charset=utf-8",
             )],
-            state.metrics.render(&depths),
+            state.metrics.render(&depths) + &render_tasks(&state.tasks.snapshot()),
         )
             .into_response(),
         Err(err) => err.into_response(),

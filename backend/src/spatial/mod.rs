@@ -34,23 +34,26 @@ const SHOWCASE_PAUSE: std::time::Duration = std::time::Duration::from_secs(2);
 /// Keeps the model attempting tasks on the live scene until shutdown, so that a new user watching
 /// `/spatial` sees attempts before any trainer is attached (the environment's runner only
 /// collects groups once a trainer has registered). One completion at a time, with a pause, so a
-/// trainer's rollouts are slowed little when one is attached.
+/// trainer's rollouts are slowed little when one is attached. A failed attempt (the model busy
+/// with a trainer's rollouts, the database away) ends it: its supervisor starts it again after a
+/// pause that grows while the failures go on.
 pub async fn showcase(
     env: std::sync::Arc<crate::envs::spatial::SpatialEnv>,
     policy: std::sync::Arc<dyn crate::policy::Policy>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
-) {
+) -> anyhow::Result<()> {
     loop {
         tokio::select! {
-            result = env.show_one(policy.as_ref()) => match result {
-                Ok(score) => tracing::debug!(score, "spatial showcase attempt"),
-                Err(e) => tracing::warn!(error = %e, "spatial showcase attempt failed"),
-            },
-            _ = shutdown.wait_for(|stop| *stop) => return,
+            result = env.show_one(policy.as_ref()) => {
+                let score = result
+                    .map_err(|e| anyhow::anyhow!("spatial showcase attempt failed: {e}"))?;
+                tracing::debug!(score, "spatial showcase attempt");
+            }
+            _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
         }
         tokio::select! {
             _ = tokio::time::sleep(SHOWCASE_PAUSE) => {}
-            _ = shutdown.wait_for(|stop| *stop) => return,
+            _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
         }
     }
 }

@@ -229,6 +229,7 @@ pub async fn run_demo(
             max_active: 16,
             queue: 256,
             context_cap: 32,
+            ..EngineOptions::default()
         },
     )?;
     let env = Arc::new(DigitsEnv::new(

@@ -9,3 +9,4 @@ pub mod marketplace;
 pub mod runs;
 pub mod settings;
 pub mod spatial;
+pub mod tasks;

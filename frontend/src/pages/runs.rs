@@ -11,6 +11,7 @@ use leptos_router::hooks::use_navigate;
 
 use crate::api;
 use crate::format::{ago, now_ms};
+use crate::pages::tasks::ServerTasks;
 
 /// A list page does not need the socket: a slow poll is enough and costs the server little.
 const REFRESH: Duration = Duration::from_secs(5);
@@ -145,5 +146,6 @@ pub fn RunsPage() -> impl IntoView {
         </div>
         {empty}
         {move || last.get().is_none().then(|| view! { <p class="muted">"Loading…"</p> })}
+        <ServerTasks />
     }
 }

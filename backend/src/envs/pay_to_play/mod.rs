@@ -448,33 +448,31 @@ const SHOWCASE_PAUSE: Duration = Duration::from_secs(2);
 const SPENT_PAUSE: Duration = Duration::from_secs(60);
 
 /// Runs episodes until shutdown so the marketplace page shows cards chosen, payments made and the
-/// budget falling even before a trainer attaches; the runner sends groups once one does.
+/// budget falling even before a trainer attaches; the runner sends groups once one does. A failed
+/// setup or episode ends it: its supervisor starts it again after a pause that grows while the
+/// failures go on.
 pub async fn showcase(
     env: std::sync::Arc<PayToPlayEnv>,
     policy: std::sync::Arc<dyn Policy>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
-) {
-    if let Err(e) = env.setup().await {
-        tracing::warn!(error = %e, "pay_to_play showcase could not start");
-        return;
-    }
+) -> anyhow::Result<()> {
+    env.setup()
+        .await
+        .map_err(|e| anyhow::anyhow!("pay_to_play showcase could not start: {e}"))?;
     loop {
         let seed = SeedItem::draw(&env.rng);
         let judged = tokio::select! {
-            result = env.episode(seed, policy.as_ref()) => match result {
-                Ok(c) => c.group.is_some(),
-                Err(e) => {
-                    tracing::warn!(error = %e, "pay_to_play showcase episode failed");
-                    false
-                }
-            },
-            _ = shutdown.wait_for(|stop| *stop) => return,
+            result = env.episode(seed, policy.as_ref()) => result
+                .map_err(|e| anyhow::anyhow!("pay_to_play showcase episode failed: {e}"))?
+                .group
+                .is_some(),
+            _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
         };
         // A spent budget is shown once a minute, not every few seconds.
         let pause = if judged { SHOWCASE_PAUSE } else { SPENT_PAUSE };
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
-            _ = shutdown.wait_for(|stop| *stop) => return,
+            _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
         }
     }
 }
