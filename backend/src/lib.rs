@@ -21,5 +21,6 @@ pub mod metrics;
 pub mod policy;
 pub mod settlement;
 pub mod spatial;
+pub mod supervisor;
 pub mod trainer;
 pub mod trajectory;

@@ -105,7 +105,7 @@ fn main() -> anyhow::Result<()> {
         None => FileConfig::default(),
     };
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    runtime.block_on(async move {
+    let result = runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => serve(ServeConfig::resolve(*args, file)?).await,
             Command::Migrate { database_url } => {
@@ -226,7 +226,11 @@ fn main() -> anyhow::Result<()> {
                 Ok(())
             }
         }
-    })
+    });
+    // Dropping the runtime would wait for blocking tasks (a generation, a chess search): one that
+    // is stuck must not hold the exit past `serve`'s shutdown deadline.
+    runtime.shutdown_background();
+    result
 }
 
 async fn serve(mut config: ServeConfig) -> anyhow::Result<()> {
@@ -243,7 +247,9 @@ async fn serve(mut config: ServeConfig) -> anyhow::Result<()> {
     }
     let server = lachesis::app::Server::build(&config).await?;
     let addr = server.local_addr();
+    // Caught before the address is announced: whoever reads it may stop us at once.
+    let shutdown = lachesis::app::shutdown_signal();
     tracing::info!(%addr, auth = config.api_token.is_some(), "serving");
     println!("Lachesis is serving on http://{addr}");
-    server.run_until(lachesis::app::shutdown_signal()).await
+    server.run_until(shutdown).await
 }

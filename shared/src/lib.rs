@@ -7,6 +7,7 @@ pub mod atropos;
 pub mod cats;
 pub mod chess;
 pub mod error;
+pub mod health;
 pub mod ledger;
 pub mod live;
 pub mod marketplace;
@@ -14,3 +15,4 @@ pub mod runs;
 #[cfg(feature = "spatial")]
 pub mod spatial;
 pub mod status;
+pub mod system;

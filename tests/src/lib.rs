@@ -6,6 +6,9 @@
 
 pub mod browser;
 pub mod chain_world;
+pub mod drills;
+pub mod listener;
+pub mod private_postgres;
 pub mod python;
 pub mod scripted;
 
@@ -72,6 +75,9 @@ pub fn config_for(database_url: &str) -> ServeConfig {
         inference_limits: Default::default(),
         accounts: Default::default(),
         hosting: Default::default(),
+        lifecycle: Default::default(),
+        restart_backoff: Default::default(),
+        judge_cards: Vec::new(),
     }
 }
 
@@ -306,8 +312,14 @@ pub struct ServerProcess {
 
 impl ServerProcess {
     pub async fn start(database_url: &str) -> anyhow::Result<Self> {
+        Self::start_with(database_url, &[]).await
+    }
+
+    /// `lachesis serve` on a free loopback port with `extra` flags after the defaults.
+    pub async fn start_with(database_url: &str, extra: &[&str]) -> anyhow::Result<Self> {
         let mut child = tokio::process::Command::new(lachesis_bin())
             .args(["serve", "--host", "127.0.0.1", "--port", "0"])
+            .args(extra)
             .env("DATABASE_URL", database_url)
             .env_remove("LACHESIS_API_TOKEN")
             .stdout(Stdio::piped())
@@ -328,6 +340,16 @@ impl ServerProcess {
             child,
             base: base.to_string(),
         })
+    }
+
+    /// SIGTERM, as an orchestrator stops a server; its exit is for the caller to await.
+    pub fn sigterm(&self) {
+        let pid = self.child.id().expect("the server is running");
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM {pid} failed");
     }
 
     /// SIGKILL: no shutdown, no flushing, as a crash.

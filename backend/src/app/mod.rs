@@ -1,6 +1,8 @@
 //! The server: shared state, the router, and the build -> port -> run seam that tests use to start
 //! the real app on port 0.
 
+mod health;
+pub mod lifecycle;
 mod root;
 
 use std::collections::HashSet;
@@ -57,6 +59,12 @@ pub struct AppState {
     pub hosting: Arc<crate::hosting::Hosting>,
     /// Open WebSockets per client address.
     pub ws_slots: Arc<crate::hosting::slots::AddressSlots>,
+    /// Whether SIGTERM arrived, and the requests in flight (see `lifecycle`).
+    pub drain: Arc<lifecycle::Drain>,
+    /// How long to wait for Postgres, for readiness and for a shutdown.
+    pub lifecycle: lifecycle::Lifecycle,
+    /// The supervised background tasks, for `/api/system/tasks` and `/metrics`.
+    pub tasks: crate::supervisor::Supervisor,
 }
 
 impl AppState {
@@ -70,6 +78,9 @@ impl AppState {
             ws_slots: Arc::new(crate::hosting::slots::AddressSlots::new(
                 config.hosting.ws_per_address,
             )),
+            drain: Arc::default(),
+            lifecycle: config.lifecycle,
+            tasks: crate::supervisor::Supervisor::new(config.restart_backoff),
             db,
             metrics: Arc::new(Metrics::default()),
             body_limit: config.body_limit_bytes,
@@ -142,6 +153,7 @@ pub fn router(state: AppState) -> Router {
         .compress_when(compress_when);
     Router::new()
         .route("/", get(root::root))
+        .merge(health::routes())
         // Outside the token layer: the socket's `Viewer` extractor authenticates.
         .route("/ws", get(crate::live::socket::handler))
         .merge(api)
@@ -153,6 +165,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::marketplace::feed::routes())
         .merge(crate::cats::routes())
         .merge(crate::ledger::routes::routes())
+        .merge(crate::supervisor::routes::routes())
         .fallback(root::static_file)
         .layer(middleware::from_fn_with_state(
             state.clone(),
@@ -163,6 +176,10 @@ pub fn router(state: AppState) -> Router {
             crate::hosting::deadline,
         ))
         .layer(compression)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            lifecycle::track,
+        ))
         // Outermost: a page's request to a loopback server is refused before anything else runs.
         .layer(middleware::from_fn_with_state(
             state.clone(),
@@ -248,13 +265,23 @@ pub struct Server {
 impl Server {
     /// Connects to Postgres, runs migrations and binds the listener (port 0 picks a free port).
     pub async fn build(config: &ServeConfig) -> anyhow::Result<Self> {
-        let db = crate::db::connect(&config.database_url, config.db_max_connections).await?;
+        let db = crate::db::connect_with(
+            &config.database_url,
+            config.db_max_connections,
+            config.lifecycle.db_acquire_timeout,
+        )
+        .await?;
+        // Migrations take sqlx's own advisory lock; what follows, up to recovery, takes ours, so
+        // instances started together seed and recover one after another.
         crate::db::migrate(&db).await?;
         // A crash may have left payments between hold and capture: nothing was charged for them
         // yet, so they are released before anything can pay again.
         let ledger = crate::ledger::Ledger::with_owner(db.clone()).await?;
+        let startup = crate::db::StartupLock::take(&db).await?;
         crate::marketplace::cards::seed(&db).await?;
+        crate::marketplace::operator::apply(&db, &config.judge_cards).await?;
         let recovery = ledger.recover().await?;
+        startup.release().await;
         // Chain payments of a previous run are settled from the chain: captured if their transfer
         // ran, released if it never can, and otherwise retried in the background below.
         let settler = crate::settlement::Settler::from_args(&config.settlement).await?;
@@ -298,12 +325,16 @@ impl Server {
         }
         if let Some(path) = config.model.clone() {
             let shown = path.display().to_string();
-            let options = config.inference_limits.engine_options();
+            let options = lachesis_inference::EngineOptions {
+                restart_backoff: config.restart_backoff,
+                ..config.inference_limits.engine_options()
+            };
             let engine = tokio::task::spawn_blocking(move || {
                 lachesis_inference::Engine::load(&path, options)
             })
             .await??;
             tracing::info!(model = %shown, name = %engine.info().name, "embedded model loaded");
+            state.tasks.watch_engine(&engine);
             state.engine = Some(engine);
         }
         if config.chess_judge == crate::config::ChessJudgeMode::Embedded {
@@ -334,8 +365,8 @@ impl Server {
             .expect("a bound listener has an address")
     }
 
-    /// Serves (and runs the in-process environments) until `shutdown` resolves, then finishes
-    /// in-flight requests.
+    /// Serves (and runs the in-process environments) until `shutdown` resolves, then drains: see
+    /// [`lifecycle`].
     pub async fn run_until(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -352,8 +383,11 @@ impl Server {
             .router
             .into_make_service_with_connect_info::<SocketAddr>();
         let live = self.state.live.clone();
-        let bridge = self.live_bridge.spawn();
+        let bridge = self
+            .live_bridge
+            .spawn(&self.state.tasks, envs_stopped.clone());
         let sampler = crate::dashboard::sampler::spawn(
+            &self.state.tasks,
             self.state.db.clone(),
             self.state.activity.clone(),
             envs_stopped.clone(),
@@ -363,53 +397,62 @@ impl Server {
             .state
             .ledger
             .watch_owner(std::time::Duration::from_secs(5));
-        axum::serve(self.listener, service)
-            .with_graceful_shutdown(async move {
-                shutdown.await;
+        // Everything below fits in `--shutdown-timeout-s` from the signal on.
+        let deadline =
+            lifecycle::serve_until_drained(self.listener, service, &self.state, shutdown, || {
                 let _ = stop_envs.send(true);
                 live.shutdown();
             })
             .await?;
-        // A runner stops at its next check; one stuck in a long generation is cut off.
+        // A runner stops at its next check; one stuck in a long generation is cut off (after 10 s
+        // at most: its last calls to this server, refused while draining, are not worth more).
+        let envs_until = deadline
+            .tasks
+            .min(tokio::time::Instant::now() + std::time::Duration::from_secs(10));
         for env in envs {
             let abort = env.abort_handle();
-            if tokio::time::timeout(std::time::Duration::from_secs(10), env)
-                .await
-                .is_err()
-            {
+            if tokio::time::timeout_at(envs_until, env).await.is_err() {
                 abort.abort();
             }
         }
         // The bridge holds a pooled connection: it stops before the pool closes.
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), bridge).await;
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), sampler).await;
+        let _ = tokio::time::timeout_at(deadline.tasks, bridge).await;
+        let _ = tokio::time::timeout_at(deadline.tasks, sampler).await;
         if let Some(watch) = owner_watch {
             watch.abort();
         }
-        self.state.db.close().await;
+        lifecycle::release_holds(&self.state.ledger, deadline.end).await;
+        lifecycle::close_pool(&self.state.db, deadline.end).await;
         Ok(())
     }
 }
 
-/// Resolves on Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Resolves on Ctrl-C or SIGTERM. SIGTERM is caught from the call on (inside a runtime), not from
+/// the first poll: one that arrives as soon as the server says it is serving starts the drain
+/// instead of killing the process.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
+    let mut terminate =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    async move {
+        let ctrl_c = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        #[cfg(unix)]
+        let terminate = async {
+            match terminate.as_mut() {
+                Some(signal) => {
+                    signal.recv().await;
+                }
+                None => std::future::pending::<()>().await,
             }
-            Err(_) => std::future::pending::<()>().await,
+        };
+        #[cfg(not(unix))]
+        let terminate = std::future::pending::<()>();
+        tokio::select! {
+            () = ctrl_c => {},
+            () = terminate => {},
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
+        tracing::info!("shutting down");
     }
-    tracing::info!("shutting down");
 }

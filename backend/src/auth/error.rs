@@ -52,6 +52,9 @@ impl AppError {
             AppError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             AppError::Conflict(_) => StatusCode::CONFLICT,
             AppError::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            AppError::Database(e) if crate::db::is_unavailable(e) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             AppError::Database(_) | AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -74,6 +77,10 @@ impl IntoResponse for AppError {
     fn into_response(self) -> Response {
         let status = self.status();
         let message = match &self {
+            AppError::Database(err) if crate::db::is_unavailable(err) => {
+                tracing::warn!(error = %err, "database unavailable behind /api");
+                DATABASE_UNAVAILABLE.to_string()
+            }
             AppError::Database(err) => {
                 tracing::error!(error = %err, "database error behind /api");
                 "internal server error".to_string()
@@ -91,10 +98,16 @@ impl IntoResponse for AppError {
             }),
         )
             .into_response();
-        if let AppError::TooManyAttempts { retry_after_s }
-        | AppError::TooManySignUps { retry_after_s }
-        | AppError::Busy { retry_after_s, .. } = self
-        {
+        let retry_after_s = match self {
+            AppError::TooManyAttempts { retry_after_s }
+            | AppError::TooManySignUps { retry_after_s }
+            | AppError::Busy { retry_after_s, .. } => Some(retry_after_s),
+            AppError::Database(e) if crate::db::is_unavailable(&e) => {
+                Some(crate::db::UNAVAILABLE_RETRY_AFTER_S)
+            }
+            _ => None,
+        };
+        if let Some(retry_after_s) = retry_after_s {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from(retry_after_s),
@@ -103,6 +116,9 @@ impl IntoResponse for AppError {
         response
     }
 }
+
+/// What a caller is told while Postgres cannot be reached (a 503 with `Retry-After`).
+pub const DATABASE_UNAVAILABLE: &str = "the database is unavailable; retry shortly";
 
 /// `axum::Json`, with rejections (bad JSON, wrong fields, wrong content type) answered as
 /// [`AppError::Invalid`] in the shared error body instead of axum's plain text.

@@ -27,6 +27,10 @@ pub enum HostingError {
     TooManyConnections(usize),
     #[error("the request took longer than {0} s")]
     Timeout(u64),
+    /// The instance is draining after SIGTERM: a new request, or one still in flight at the
+    /// shutdown deadline (whose work was not done).
+    #[error("this server is shutting down; retry shortly (on another instance if there is one)")]
+    ShuttingDown,
 }
 
 impl HostingError {
@@ -39,6 +43,7 @@ impl HostingError {
             HostingError::NotJson => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             HostingError::TooManyConnections(_) => StatusCode::TOO_MANY_REQUESTS,
             HostingError::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
+            HostingError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 }
@@ -46,7 +51,10 @@ impl HostingError {
 impl IntoResponse for HostingError {
     fn into_response(self) -> Response {
         let status = self.status();
-        let retry = matches!(self, HostingError::TooManyConnections(_));
+        let retry = matches!(
+            self,
+            HostingError::TooManyConnections(_) | HostingError::ShuttingDown
+        );
         let mut response = (
             status,
             axum::Json(ErrorBody {

@@ -193,21 +193,38 @@ impl Ledger {
         team: Option<i64>,
         wallet: Option<&str>,
     ) -> Result<AccountId, LedgerError> {
-        let row = sqlx::query(
-            "WITH new AS (
-                 INSERT INTO ledger_accounts (name, kind, team_id, wallet) VALUES ($1, $2, $3, $4)
-                 ON CONFLICT (name) DO NOTHING RETURNING id, kind)
-             SELECT id, kind FROM new
-             UNION ALL SELECT id, kind FROM ledger_accounts WHERE name = $1
-             LIMIT 1",
-        )
-        .bind(name)
-        .bind(kind.as_str())
-        .bind(team)
-        .bind(wallet.map(str::to_ascii_lowercase))
-        .fetch_one(&self.db)
-        .await
-        .map_err(|e| classify(e, 0, name))?;
+        // When another transaction inserts the same name at the same moment, the INSERT waits for
+        // it and does nothing, while the SELECT reads the snapshot from before it committed: no
+        // row. A second try's snapshot holds that row. (`DO UPDATE` would return it at once, but
+        // would write and lock the row on every call, and the external account is on every
+        // deposit.)
+        let mut tries = 0;
+        let row = loop {
+            let found = sqlx::query(
+                "WITH new AS (
+                     INSERT INTO ledger_accounts (name, kind, team_id, wallet)
+                     VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (name) DO NOTHING RETURNING id, kind)
+                 SELECT id, kind FROM new
+                 UNION ALL SELECT id, kind FROM ledger_accounts WHERE name = $1
+                 LIMIT 1",
+            )
+            .bind(name)
+            .bind(kind.as_str())
+            .bind(team)
+            .bind(wallet.map(str::to_ascii_lowercase))
+            .fetch_optional(&self.db)
+            .await
+            .map_err(|e| classify(e, 0, name))?;
+            tries += 1;
+            match found {
+                Some(row) => break row,
+                // Only a concurrent insert that committed hides the row; a third miss cannot be
+                // that, so it is reported rather than looped on.
+                None if tries < 3 => continue,
+                None => return Err(LedgerError::UnknownAccount(name.to_string())),
+            }
+        };
         let existing: String = row.try_get("kind")?;
         if existing != kind.as_str() {
             return Err(LedgerError::InvalidAccount(format!(

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::Ledger;
+use super::{Ledger, LedgerError};
 
 /// A session advisory lock on the owner key, held as long as its connection lives. The connection
 /// can die under us (a Postgres restart, a proxy's idle cut): the lock is then gone, and another
@@ -69,6 +69,38 @@ impl Ledger {
         let held = connection.is_some();
         owner.held.store(held, Ordering::SeqCst);
         held
+    }
+
+    /// Whether this process holds its owner lock as last checked (by [`Ledger::watch_owner`] or a
+    /// payment), without a round trip: what readiness reports. `true` without an owner.
+    pub fn owner_held(&self) -> bool {
+        self.owner.as_ref().is_none_or(|owner| owner.is_held())
+    }
+
+    /// Releases the simulated holds this process still has open, at the end of a clean shutdown:
+    /// the payments they belonged to were cut off, and a simulated hold never moved money. Chain
+    /// holds stay for the next start's recovery, which asks the chain whether their transfer ran.
+    pub async fn release_own_holds(&self) -> Result<usize, LedgerError> {
+        let Some(owner) = &self.owner else {
+            return Ok(0);
+        };
+        let holds: Vec<i64> = sqlx::query_scalar(
+            "SELECT id FROM ledger_holds
+             WHERE state = 'held' AND settlement = 'simulated' AND owner = $1 ORDER BY id",
+        )
+        .bind(owner.key)
+        .fetch_all(&self.db)
+        .await?;
+        let mut released = 0;
+        for hold in holds {
+            // A payment finishing meanwhile may have captured it: that one is settled, not lost.
+            match self.release(hold, "released at shutdown").await {
+                Ok(true) => released += 1,
+                Ok(false) | Err(LedgerError::HoldResolved(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(released)
     }
 
     /// Checks the owner lock every `every` until the process ends.

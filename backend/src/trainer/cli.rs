@@ -172,6 +172,9 @@ async fn api_base(
         inference_limits: Default::default(),
         accounts: Default::default(),
         hosting: Default::default(),
+        lifecycle: Default::default(),
+        restart_backoff: Default::default(),
+        judge_cards: Vec::new(),
     };
     let server = crate::app::Server::build(&config).await?;
     let base = format!("http://{}", server.local_addr());

@@ -51,6 +51,9 @@ impl ApiError {
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Database(e) if crate::db::is_unavailable(e) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::Database(_) | ApiError::CorruptPayload(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
@@ -78,6 +81,10 @@ impl IntoResponse for ApiError {
         let status = self.status();
         let detail = match self {
             ApiError::InvalidBody(issues) => ErrorDetail::Fields(issues),
+            ApiError::Database(err) if crate::db::is_unavailable(&err) => {
+                tracing::warn!(error = %err, "database unavailable in the trajectory API");
+                ErrorDetail::Message(crate::auth::error::DATABASE_UNAVAILABLE.into())
+            }
             ApiError::Database(err) => {
                 tracing::error!(error = %err, "database error in the trajectory API");
                 ErrorDetail::Message("internal server error".into())
@@ -89,6 +96,13 @@ impl IntoResponse for ApiError {
             other => ErrorDetail::Message(other.to_string()),
         };
         let mut response = (status, axum::Json(ErrorBody { detail })).into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            // Atropos clients retry a 503; this says when.
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(crate::db::UNAVAILABLE_RETRY_AFTER_S),
+            );
+        }
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,
