@@ -1,6 +1,7 @@
 # Entry points. The work is done by the scripts in scripts/ (each one idempotent).
 #   make run    build and serve on http://127.0.0.1:8000 (private PostgreSQL unless DATABASE_URL is set)
 #   make test   fmt + clippy, then every test against a throwaway PostgreSQL
+#   make drills fault drills (SIGKILL, Postgres restart, rolling restart...) in their long version
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 
@@ -13,13 +14,19 @@ endif
 LACHESIS_PG_PORT ?= 54329
 export LACHESIS_PG_PORT
 
-.PHONY: run test bench bench-generate bench-fanout bench-physics bench-viewer bench-ledger bench-pay-to-play bench-abuse tools frontend pg-start pg-stop
+.PHONY: run test drills bench bench-generate bench-fanout bench-physics bench-viewer bench-ledger bench-pay-to-play bench-abuse tools frontend pg-start pg-stop
 
 run:
 	exec scripts/run.sh
 
 test:
 	scripts/test.sh $(TEST_ARGS)
+
+# Three servers on a private PostgreSQL behind a proxy, a fault injected under load in each drill
+# (about DRILL_SECONDS per drill; DRILL_ARGS go to the test binary, e.g. a drill's name).
+DRILL_SECONDS ?= 120
+drills:
+	LACHESIS_DRILL_SECONDS=$(DRILL_SECONDS) scripts/drills.sh $(DRILL_ARGS)
 
 # Ours and atroposlib's run-api side by side, durability on (BENCH_ARGS go to `lachesis bench api`).
 bench:
