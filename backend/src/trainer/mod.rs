@@ -1,4 +1,4 @@
-//! The GRPO trainer's loop, as Atropos's trainer runs it (atropos-study.md §5.2): register with the
+//! The GRPO trainer's loop, as Atropos's example trainer runs it: register with the
 //! trajectory API, pull `/batch`, take one optimizer step per batch, sync the new weights to
 //! inference, report the step's numbers to the run's dashboard, checkpoint now and then.
 //!
@@ -220,7 +220,7 @@ impl TrainLoop {
         Ok(Some(outcome))
     }
 
-    /// `step_N` for a full model, `adapter_step_N` for LoRA (the seed's names), under the
+    /// `step_N` for a full model, `adapter_step_N` for LoRA (Atropos's example trainer's names), under the
     /// checkpoint folder (or a temporary one for syncs that need files).
     fn checkpoint_path(&self, purpose: &str) -> PathBuf {
         let root =

@@ -2,7 +2,7 @@
 //!
 //! - `Embedded`: the in-process engine swaps its model in memory (no disk); requests already
 //!   decoding finish on the old weights, the next ones use the new.
-//! - `VllmRestart`: the seed's "none" mode: stop the vLLM process, write a full Hugging Face
+//! - `VllmRestart`: Atropos's example trainer's "none" mode: stop the vLLM process, write a full Hugging Face
 //!   checkpoint (adapters merged), launch `vllm serve CHECKPOINT` and wait for `/health`.
 //! - `VllmLora`: write a PEFT adapter and hot-load it into a running vLLM started with
 //!   `--enable-lora` and `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`, through vLLM's own
@@ -95,7 +95,7 @@ impl WeightSync {
     }
 }
 
-/// The seed's restart mode: one vLLM process, relaunched on each new checkpoint.
+/// Atropos's example trainer's restart mode: one vLLM process, relaunched on each new checkpoint.
 pub struct VllmRestart {
     /// The program and the arguments before the model path: `["vllm", "serve"]`.
     pub command: Vec<String>,

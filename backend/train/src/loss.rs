@@ -3,8 +3,8 @@
 //!
 //! Standard PPO clipping, for both signs of the advantage: the per-token objective is
 //! `min(r·A, clip(r, 1−ε_low, 1+ε_high)·A)`. For A ≥ 0 that stops the push once r > 1+ε_high; for
-//! A < 0 it equals `A·max(r, clip(r))` and stops the push once r < 1−ε_low. The seed's trainer
-//! (Atropos `example_trainer`, atropos-study.md §5.4) takes `max(r·A, clip(r)·A)` for A < 0, i.e.
+//! A < 0 it equals `A·max(r, clip(r))` and stops the push once r < 1−ε_low. Atropos's
+//! `example_trainer` takes `max(r·A, clip(r)·A)` for A < 0, i.e.
 //! `A·min(r, clip(r))`: for negative advantages it keeps pushing tokens whose probability has
 //! already fallen below 1−ε (r < 1−ε has full gradient) and stops pushing down tokens whose
 //! probability has risen above 1+ε (r > 1+ε has zero gradient) — the opposite of the trust
@@ -46,7 +46,7 @@ pub struct LossConfig {
     pub variant: Variant,
     pub eps_low: f64,
     pub eps_high: f64,
-    /// Weight of the KL penalty to the reference model (0: none, the seed's choice).
+    /// Weight of the KL penalty to the reference model (0: none, as Atropos's example trainer has it).
     pub kl_beta: f64,
     /// Dr. GRPO's constant length (the generation budget); ignored by the other variants.
     pub dr_grpo_length: usize,

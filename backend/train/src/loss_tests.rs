@@ -130,9 +130,9 @@ fn dr_grpo_divides_the_token_sum_by_a_constant_length() {
 }
 
 #[test]
-fn negative_advantages_clip_like_ppo_not_like_the_seed() {
-    // A = −1 at r = 1.5: PPO keeps the full push down, loss −(−1.5) = 1.5 (the seed: 1.2, flat).
-    // A = −1 at r = 0.5: PPO stops at 1 − ε, loss 0.8 and flat (the seed: 0.5 with gradient).
+fn negative_advantages_clip_like_ppo_not_like_atropos_example_trainer() {
+    // A = −1 at r = 1.5: PPO keeps the full push down, loss −(−1.5) = 1.5 (Atropos's example trainer: 1.2, flat).
+    // A = −1 at r = 0.5: PPO stops at 1 − ε, loss 0.8 and flat (Atropos's example trainer: 0.5 with gradient).
     let up = case(&[&[(1.5, -1.0, true)]]);
     let down = case(&[&[(0.5, -1.0, true)]]);
     let config = LossConfig::default();

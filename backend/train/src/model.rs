@@ -1,7 +1,7 @@
 //! A llama whose every parameter gets a gradient, with Hugging Face's parameter names.
 //!
 //! candle-transformers' llama trains only `lm_head` (its RMSNorm, rotary and KV-cache ops have no
-//! backward; see TOOLCHAIN.md), so this model is written from differentiable ops only: RMSNorm as
+//! backward), so this model is written from differentiable ops only: RMSNorm as
 //! `x / sqrt(mean(x²) + eps) · w`, rotate-half rotary (`rope_slow`), an additive causal mask with
 //! `softmax`, repeated KV heads, SwiGLU. It returns logits at every position, which GRPO needs.
 

@@ -1,5 +1,5 @@
 //! From trajectory-API groups to training rows: advantages, temperatures and masks, the way
-//! Atropos's trainer reads a `ScoredData` (atropos-study.md §5.3), with the fields it ignores
+//! Atropos's example trainer reads a `ScoredData`, with the fields it ignores
 //! honoured.
 //!
 //! - Advantages: a group's own token-level `advantages` when it sends them; otherwise its scores

@@ -4,7 +4,7 @@
 //! The asked-for form is a JSON list of actions:
 //! `[{"action": "move", "object": "red_cube", "x": 1.0, "z": -0.5}, ...]`. Tolerated: prose or a
 //! Markdown fence around the JSON, one action object without the list, `{"actions": [...]}`,
-//! `action_type`/`type` for `action`, `object_id`/`id` for `object`, the seed's `move_object`
+//! `action_type`/`type` for `action`, `object_id`/`id` for `object`, the original Padres environment's `move_object`
 //! and `target_position: [x, y, z]`, `position`/`to` as `[x, z]` or `[x, y, z]`, numbers written as
 //! strings, and `yaw`/`degrees`/`angle` for a rotation's `yaw_deg`.
 
