@@ -46,24 +46,15 @@ struct EnvironmentInfo {
 }
 
 async fn environments() -> Json<Vec<EnvironmentInfo>> {
-    Json(vec![
-        EnvironmentInfo {
-            name: crate::envs::arithmetic::NAME,
-            description: "Seeded integer problems (+, -, x) with a verifiable answer; reward 1 when \
-                      exact, a small bonus for a well-formed wrong answer.",
-        },
-        EnvironmentInfo {
-            name: crate::envs::chess_player::NAME,
-            description: "DeepSacrifice positions: the model names a move (SAN or UCI); the engine \
-                      judge scores attack and sound sacrifices in [0, 1]; -1 for no legal move.",
-        },
-        EnvironmentInfo {
-            name: crate::envs::spatial::NAME,
-            description: "Generated 3D scenes (rapier3d) with placement, distance, orientation and \
-                          stacking goals; the model answers with JSON actions, the world runs to \
-                          rest and the scorer gives partial credit per goal.",
-        },
-    ])
+    Json(
+        crate::envs::registry::REGISTRY
+            .iter()
+            .map(|env| EnvironmentInfo {
+                name: env.name,
+                description: env.description,
+            })
+            .collect(),
+    )
 }
 
 /// The run, after checking the caller may read it (404 for runs of other teams).

@@ -13,7 +13,7 @@ use super::arithmetic::baseline::BaselinePolicy;
 use super::evaluate::EvaluateConfig;
 use super::process::ProcessConfig;
 use super::runner::RunnerConfig;
-use super::{BUILTIN, EnvOptions, Environment};
+use super::{EnvOptions, Environment, registry};
 use crate::policy::{
     EmbeddedPolicy, OpenAiPolicy, Policy, ServerPool, ServerPoolConfig, VllmPolicy,
 };
@@ -163,8 +163,8 @@ pub struct EnvEvaluateArgs {
 pub async fn run(cmd: EnvCommand) -> anyhow::Result<()> {
     match cmd {
         EnvCommand::List => {
-            for name in BUILTIN {
-                println!("{name}");
+            for env in registry::REGISTRY {
+                println!("{}\t{}", env.name, env.description);
             }
         }
         EnvCommand::Serve(args) => {

@@ -18,6 +18,7 @@ pub mod in_process;
 pub mod pacing;
 pub mod pay_to_play;
 pub mod process;
+pub mod registry;
 pub mod runner;
 pub mod spatial;
 
@@ -34,15 +35,6 @@ use crate::policy::{Policy, PolicyError, Rollout};
 /// One unit of work (a problem, a scenario): opaque JSON, so the runner can hold items in its
 /// backlog without knowing their type, as atroposlib's `Item = Any` does.
 pub type Item = Value;
-
-/// The built-in environments `build` knows, for `lachesis env list` and error messages.
-pub const BUILTIN: &[&str] = &[
-    arithmetic::NAME,
-    cat_caretaker::NAME,
-    chess_player::NAME,
-    pay_to_play::NAME,
-    spatial::NAME,
-];
 
 /// An environment's fixed settings (atroposlib's `BaseEnvConfig`, the parts that shape groups).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -171,7 +163,7 @@ pub struct EvalOutcome {
 /// Typed failures of environments; the runner logs them and moves on to the next item.
 #[derive(Debug, thiserror::Error)]
 pub enum EnvError {
-    #[error("unknown environment {name:?}; built in: {}", BUILTIN.join(", "))]
+    #[error("unknown environment {name:?}; built in: {}", registry::names().join(", "))]
     UnknownEnv { name: String },
     #[error("invalid option: {0}")]
     InvalidOption(String),
@@ -212,21 +204,16 @@ pub trait Environment: Send + Sync {
     ) -> BoxFuture<'a, Result<EvalOutcome, EnvError>>;
 }
 
-/// Builds a built-in environment by name.
+/// Builds a built-in environment by name (see [`registry`]).
 pub fn build(name: &str, options: &EnvOptions) -> Result<Box<dyn Environment>, EnvError> {
-    match name {
-        arithmetic::NAME => Ok(Box::new(arithmetic::ArithmeticEnv::new(options)?)),
-        cat_caretaker::NAME => Ok(Box::new(cat_caretaker::CatCaretakerEnv::new(options)?)),
-        chess_player::NAME => Ok(Box::new(chess_player::ChessPlayerEnv::new(options)?)),
-        // Pays its judges through the ledger: built by the server (`in_process`), which has one.
-        pay_to_play::NAME => Err(EnvError::InvalidOption(
-            "pay_to_play runs inside `lachesis serve --env pay_to_play` (it pays through the ledger)"
-                .into(),
-        )),
-        spatial::NAME => Ok(Box::new(spatial::SpatialEnv::new(options)?)),
-        _ => Err(EnvError::UnknownEnv {
-            name: name.to_string(),
-        }),
+    let descriptor = registry::find(name).ok_or_else(|| EnvError::UnknownEnv {
+        name: name.to_string(),
+    })?;
+    match descriptor.build {
+        Some(build) => build(options),
+        None => Err(EnvError::InvalidOption(format!(
+            "{name} runs inside `lachesis serve --env {name}` (it needs the server's ledger)"
+        ))),
     }
 }
 
