@@ -292,12 +292,27 @@ mod tests {
             .unwrap();
         assert_eq!(unpacked, large);
 
-        // Incompressible bytes stay as they are.
-        let noise: Vec<u8> = (0..4096u32)
-            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        // Incompressible bytes (xorshift64 noise: gzip makes these 4096 bytes 4119) are sent as
+        // they are, byte for byte, not gzip-wrapped.
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        let noise: Vec<u8> = (0..4096)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 56) as u8
+            })
             .collect();
         let (body, gz) = encode_body(noise.clone());
-        assert!(!gz || body.len() < noise.len());
+        assert!(!gz, "incompressible bytes are not gzip-wrapped");
+        assert_eq!(&body[..], &noise[..]);
+
+        // The 1 KiB threshold: 1023 compressible bytes go plain, 1024 are gzipped.
+        let (body, gz) = encode_body(vec![b' '; 1023]);
+        assert!(!gz);
+        assert_eq!(&body[..], &[b' '; 1023][..]);
+        let (_, gz) = encode_body(vec![b' '; 1024]);
+        assert!(gz);
     }
 
     #[test]

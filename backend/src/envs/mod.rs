@@ -96,6 +96,40 @@ pub struct ScoredGroup {
     pub group_overrides: Option<Map<String, Value>>,
 }
 
+impl ScoredSequence {
+    /// A rollout of `prompt` scored `score`: the conversation is the prompt and the completion.
+    pub fn answered(prompt: &[ChatMessage], rollout: Rollout, score: f64) -> Self {
+        let mut messages = prompt.to_vec();
+        messages.push(ChatMessage::new("assistant", rollout.completion.clone()));
+        Self {
+            messages,
+            score,
+            rollout,
+            overrides: None,
+        }
+    }
+}
+
+impl Collected {
+    /// One group of `sequences` from `policy` under `config`, and nothing for the backlog.
+    pub fn group(sequences: Vec<ScoredSequence>, config: &EnvConfig, policy: &dyn Policy) -> Self {
+        Self {
+            group: Some(ScoredGroup {
+                sequences,
+                generation_params: generation_params(config, policy),
+                group_overrides: None,
+            }),
+            backlog: Vec::new(),
+        }
+    }
+}
+
+/// `item` as the environment's next work item.
+pub fn ready_item<T: Serialize>(item: &T) -> BoxFuture<'static, Result<Option<Item>, EnvError>> {
+    let item = serde_json::to_value(item).map_err(|e| EnvError::Other(e.to_string()));
+    Box::pin(futures::future::ready(item.map(Some)))
+}
+
 impl ScoredGroup {
     pub fn scores(&self) -> Vec<f64> {
         self.sequences.iter().map(|s| s.score).collect()
@@ -184,8 +218,10 @@ pub trait Environment: Send + Sync {
 
     fn config(&self) -> EnvConfig;
 
-    /// One-time preparation (loading data) before any other call.
-    fn setup(&self) -> BoxFuture<'_, Result<(), EnvError>>;
+    /// One-time preparation (loading data) before any other call; most need none.
+    fn setup(&self) -> BoxFuture<'_, Result<(), EnvError>> {
+        Box::pin(futures::future::ready(Ok(())))
+    }
 
     /// The next training item, or `None` when the environment has run out.
     fn next_item(&self) -> BoxFuture<'_, Result<Option<Item>, EnvError>>;

@@ -16,13 +16,16 @@ pub enum ServerNeeds {
     Ledger,
 }
 
+/// Builds an environment from its options.
+pub type BuildEnv = fn(&EnvOptions) -> Result<Box<dyn Environment>, EnvError>;
+
 /// One built-in environment.
 pub struct EnvDescriptor {
     pub name: &'static str,
     pub description: &'static str,
     pub needs: ServerNeeds,
     /// Builds it from its options; `None` for those only the server can build (see `needs`).
-    pub build: Option<fn(&EnvOptions) -> Result<Box<dyn Environment>, EnvError>>,
+    pub build: Option<BuildEnv>,
 }
 
 /// The built-in environments, in the order they are listed.

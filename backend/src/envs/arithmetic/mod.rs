@@ -25,8 +25,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Collected, EnvConfig, EnvError, EnvOptions, Environment, EvalOutcome, Item, ScoredGroup,
-    ScoredSequence, generation_params,
+    Collected, EnvConfig, EnvError, EnvOptions, Environment, EvalOutcome, Item, ScoredSequence,
 };
 use crate::policy::{Finish, Policy, PolicyRequest, Rollout};
 pub use parse::{ParseError, parse_answer, render_answer};
@@ -288,24 +287,11 @@ impl ArithmeticEnv {
         let sequences = rollouts
             .into_iter()
             .map(|rollout| {
-                let mut messages = prompt.clone();
-                messages.push(ChatMessage::new("assistant", rollout.completion.clone()));
-                ScoredSequence {
-                    messages,
-                    score: self.score(&problem, &rollout),
-                    rollout,
-                    overrides: None,
-                }
+                let score = self.score(&problem, &rollout);
+                ScoredSequence::answered(&prompt, rollout, score)
             })
             .collect();
-        Ok(Collected {
-            group: Some(ScoredGroup {
-                sequences,
-                generation_params: generation_params(&self.config, policy),
-                group_overrides: None,
-            }),
-            backlog: Vec::new(),
-        })
+        Ok(Collected::group(sequences, &self.config, policy))
     }
 }
 
@@ -318,13 +304,8 @@ impl Environment for ArithmeticEnv {
         self.config.clone()
     }
 
-    fn setup(&self) -> BoxFuture<'_, Result<(), EnvError>> {
-        futures::future::ready(Ok(())).boxed()
-    }
-
     fn next_item(&self) -> BoxFuture<'_, Result<Option<Item>, EnvError>> {
-        let item = serde_json::to_value(self.draw()).map_err(|e| EnvError::Other(e.to_string()));
-        futures::future::ready(item.map(Some)).boxed()
+        super::ready_item(&self.draw())
     }
 
     fn collect<'a>(

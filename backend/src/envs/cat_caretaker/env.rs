@@ -20,8 +20,8 @@ use super::dialogue::{
     caretaker_messages, caretaker_turns, cat_reply, is_final, opening, rubric_verdict,
 };
 use crate::envs::{
-    Collected, EnvConfig, EnvError, EnvOptions, Environment, EvalOutcome, Item, ScoredGroup,
-    ScoredSequence, SeedItem, generation_params, parse_settings,
+    Collected, EnvConfig, EnvError, EnvOptions, Environment, EvalOutcome, Item, ScoredSequence,
+    SeedItem, parse_settings,
 };
 use crate::marketplace::judges::{Judges, judge_messages, model_verdict};
 use crate::marketplace::verdict::parse_judge_score;
@@ -221,14 +221,7 @@ impl CatCaretakerEnv {
                 }
             })
             .collect();
-        Ok(Collected {
-            group: Some(ScoredGroup {
-                sequences,
-                generation_params: generation_params(&self.config, policy),
-                group_overrides: None,
-            }),
-            backlog: Vec::new(),
-        })
+        Ok(Collected::group(sequences, &self.config, policy))
     }
 
     async fn evaluate_set(&self, policy: &dyn Policy) -> Result<EvalOutcome, EnvError> {
@@ -264,10 +257,6 @@ impl Environment for CatCaretakerEnv {
 
     fn config(&self) -> EnvConfig {
         self.config.clone()
-    }
-
-    fn setup(&self) -> BoxFuture<'_, Result<(), EnvError>> {
-        futures::future::ready(Ok(())).boxed()
     }
 
     fn next_item(&self) -> BoxFuture<'_, Result<Option<Item>, EnvError>> {

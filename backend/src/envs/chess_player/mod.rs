@@ -27,8 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{
-    Collected, EnvConfig, EnvError, EnvOptions, Environment, EvalOutcome, Item, ScoredGroup,
-    ScoredSequence, generation_params,
+    Collected, EnvConfig, EnvError, EnvOptions, Environment, EvalOutcome, Item, ScoredSequence,
 };
 use crate::policy::{Finish, Policy, PolicyRequest};
 
@@ -249,27 +248,15 @@ impl ChessPlayerEnv {
             .into_iter()
             .zip(judged)
             .map(|(rollout, judged)| {
-                let mut messages = prompt.clone();
-                messages.push(ChatMessage::new("assistant", rollout.completion.clone()));
+                let mut sequence = ScoredSequence::answered(&prompt, rollout, judged.score);
                 if let Some(feedback) = judged.feedback {
-                    messages.push(ChatMessage::new("user", format!("Environment: {feedback}")));
+                    let feedback = format!("Environment: {feedback}");
+                    sequence.messages.push(ChatMessage::new("user", feedback));
                 }
-                ScoredSequence {
-                    messages,
-                    score: judged.score,
-                    rollout,
-                    overrides: None,
-                }
+                sequence
             })
             .collect();
-        Ok(Collected {
-            group: Some(ScoredGroup {
-                sequences,
-                generation_params: generation_params(&self.config, policy),
-                group_overrides: None,
-            }),
-            backlog: Vec::new(),
-        })
+        Ok(Collected::group(sequences, &self.config, policy))
     }
 
     async fn evaluate_set(&self, policy: &dyn Policy) -> Result<EvalOutcome, EnvError> {
@@ -335,10 +322,6 @@ impl Environment for ChessPlayerEnv {
 
     fn config(&self) -> EnvConfig {
         self.config.clone()
-    }
-
-    fn setup(&self) -> BoxFuture<'_, Result<(), EnvError>> {
-        futures::future::ready(Ok(())).boxed()
     }
 
     fn next_item(&self) -> BoxFuture<'_, Result<Option<Item>, EnvError>> {

@@ -338,21 +338,13 @@ impl PayToPlayEnv {
             .zip(&result.rewards)
             .zip(&result.panel_scores)
             .map(|((rollout, &reward), &score)| {
-                let mut messages = prompt.clone();
-                messages.push(ChatMessage::new("assistant", rollout.completion.clone()));
-                messages.push(ChatMessage::new(
-                    "user",
-                    format!(
-                        "Judges ({panel}, {} USDC): panel score {score:.3}",
-                        result.paid
-                    ),
-                ));
-                ScoredSequence {
-                    messages,
-                    rollout,
-                    score: reward,
-                    overrides: None,
-                }
+                let mut sequence = ScoredSequence::answered(&prompt, rollout, reward);
+                let heard = format!(
+                    "Judges ({panel}, {} USDC): panel score {score:.3}",
+                    result.paid
+                );
+                sequence.messages.push(ChatMessage::new("user", heard));
+                sequence
             })
             .collect();
         ScoredGroup {

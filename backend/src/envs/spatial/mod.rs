@@ -25,8 +25,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Collected, EnvConfig, EnvError, EnvOptions, Environment, EvalOutcome, Item, ScoredGroup,
-    ScoredSequence, generation_params,
+    Collected, EnvConfig, EnvError, EnvOptions, Environment, EvalOutcome, Item, ScoredSequence,
 };
 use crate::policy::{Policy, PolicyRequest};
 pub use parse::{ActionError, parse_actions, render_actions};
@@ -275,23 +274,13 @@ impl SpatialEnv {
                 recording,
                 &verdict,
             );
-            let mut messages = prompt.clone();
-            messages.push(ChatMessage::new("assistant", rollout.completion.clone()));
-            sequences.push(ScoredSequence {
-                messages,
-                score: f64::from(verdict.score),
+            sequences.push(ScoredSequence::answered(
+                &prompt,
                 rollout,
-                overrides: None,
-            });
+                f64::from(verdict.score),
+            ));
         }
-        Ok(Collected {
-            group: Some(ScoredGroup {
-                sequences,
-                generation_params: generation_params(&self.config, policy),
-                group_overrides: None,
-            }),
-            backlog: Vec::new(),
-        })
+        Ok(Collected::group(sequences, &self.config, policy))
     }
 }
 
@@ -304,13 +293,8 @@ impl Environment for SpatialEnv {
         self.config.clone()
     }
 
-    fn setup(&self) -> BoxFuture<'_, Result<(), EnvError>> {
-        futures::future::ready(Ok(())).boxed()
-    }
-
     fn next_item(&self) -> BoxFuture<'_, Result<Option<Item>, EnvError>> {
-        let item = serde_json::to_value(self.draw()).map_err(|e| EnvError::Other(e.to_string()));
-        futures::future::ready(item.map(Some)).boxed()
+        super::ready_item(&self.draw())
     }
 
     fn collect<'a>(
