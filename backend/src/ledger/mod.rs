@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod cli;
 mod owner;
+pub mod queries;
 pub mod reconcile;
 pub mod routes;
 

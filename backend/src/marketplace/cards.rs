@@ -8,6 +8,7 @@ use sqlx::{PgPool, Row};
 use super::outbound::check_team_url;
 use crate::auth::AppError;
 use crate::ledger::Ledger;
+use crate::ledger::queries::create_card_owner_account;
 
 /// One of the platform's cards.
 struct BuiltinCard {
@@ -304,14 +305,12 @@ pub async fn create(
     // in the transaction itself (`Ledger::account` would reuse an existing one of that name).
     let mut tx = db.begin().await?;
     lock_team_listing(&mut tx, team, listing_limit).await?;
-    let account: i64 = sqlx::query_scalar(
-        "INSERT INTO ledger_accounts (name, kind, team_id, wallet) VALUES ($1, 'card_owner', $2, $3)
-         ON CONFLICT (name) DO NOTHING RETURNING id",
+    let account = create_card_owner_account(
+        &mut tx,
+        &format!("card/{}", card.slug),
+        team,
+        wallet.as_deref(),
     )
-    .bind(format!("card/{}", card.slug))
-    .bind(team)
-    .bind(&wallet)
-    .fetch_optional(&mut *tx)
     .await?
     .ok_or_else(|| AppError::Conflict(format!("a card {:?} exists", card.slug)))?;
     let inserted = sqlx::query(
@@ -326,7 +325,7 @@ pub async fn create(
     .bind(card.price.0)
     .bind(team)
     .bind(&wallet)
-    .bind(account)
+    .bind(account.0)
     .bind(judge)
     .bind(sealed_key)
     .execute(&mut *tx)

@@ -9,12 +9,14 @@ use axum::routing::get;
 use axum::{Json, Router};
 use lachesis_shared::ledger::{MicroUsdc, StatementLine};
 use lachesis_shared::live::{LiveEvent, Topic};
-use lachesis_shared::marketplace::{BudgetPoint, BudgetView, MarketEvent};
+use lachesis_shared::marketplace::{BudgetView, MarketEvent};
 use serde::Deserialize;
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 
 use crate::app::AppState;
 use crate::auth::{AppError, Viewer};
+use crate::ledger::AccountId;
+use crate::ledger::queries;
 use crate::ledger::routes::{statement_lines, visible_teams};
 
 pub fn routes() -> Router<AppState> {
@@ -99,24 +101,12 @@ async fn visible_budgets(
     state: &AppState,
     viewer: &Viewer,
     name: Option<&str>,
-) -> Result<Vec<(i64, String)>, AppError> {
+) -> Result<Vec<(AccountId, String)>, AppError> {
     let teams = match viewer {
         Viewer::Anonymous => Some(Vec::new()),
         _ => visible_teams(state, viewer).await?,
     };
-    let rows = sqlx::query(
-        "SELECT id, name FROM ledger_accounts
-         WHERE kind = 'budget' AND ($1::TEXT IS NULL OR name = $1)
-           AND (team_id IS NULL OR $2::BIGINT[] IS NULL OR team_id = ANY($2))
-         ORDER BY id",
-    )
-    .bind(name)
-    .bind(teams)
-    .fetch_all(&state.db)
-    .await?;
-    rows.iter()
-        .map(|r| Ok((r.try_get("id")?, r.try_get("name")?)))
-        .collect()
+    Ok(queries::budget_accounts(&state.db, name, teams).await?)
 }
 
 /// How many history points a budget shows at most (the newest).
@@ -133,42 +123,9 @@ async fn budgets(
     Ok(Json(views))
 }
 
-async fn budget_view(db: &PgPool, id: i64, name: &str) -> Result<BudgetView, AppError> {
-    let totals = sqlx::query(
-        "SELECT a.balance, a.held,
-                coalesce(sum(e.amount) FILTER (WHERE e.amount > 0), 0)::BIGINT AS funded,
-                coalesce(-sum(e.amount) FILTER (WHERE e.amount < 0), 0)::BIGINT AS spent
-         FROM ledger_accounts a LEFT JOIN ledger_entries e ON e.account_id = a.id
-         WHERE a.id = $1 GROUP BY a.id",
-    )
-    .bind(id)
-    .fetch_one(db)
-    .await?;
-    let (balance, held): (i64, i64) = (totals.try_get("balance")?, totals.try_get("held")?);
-    // The running balance after each transaction, newest BUDGET_POINTS of them, oldest first.
-    let points = sqlx::query(
-        "SELECT at, available FROM (
-             SELECT e.tx_id,
-                    to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS at,
-                    (sum(e.amount) OVER (ORDER BY e.tx_id))::BIGINT AS available
-             FROM ledger_entries e JOIN ledger_transactions t ON t.id = e.tx_id
-             WHERE e.account_id = $1) h
-         ORDER BY tx_id DESC LIMIT $2",
-    )
-    .bind(id)
-    .bind(BUDGET_POINTS)
-    .fetch_all(db)
-    .await?;
-    let mut points = points
-        .iter()
-        .map(|r| {
-            Ok(BudgetPoint {
-                at: r.try_get("at")?,
-                available: MicroUsdc(r.try_get("available")?),
-            })
-        })
-        .collect::<Result<Vec<_>, AppError>>()?;
-    points.reverse();
+async fn budget_view(db: &PgPool, id: AccountId, name: &str) -> Result<BudgetView, AppError> {
+    let totals = queries::budget_totals(db, id).await?;
+    let points = queries::budget_history(db, id, BUDGET_POINTS).await?;
     let run = name
         .strip_prefix("budget/")
         .and_then(|rest| rest.rsplit_once('/'))
@@ -176,9 +133,9 @@ async fn budget_view(db: &PgPool, id: i64, name: &str) -> Result<BudgetView, App
     Ok(BudgetView {
         run: run.to_string(),
         account: name.to_string(),
-        funded: MicroUsdc(totals.try_get("funded")?),
-        spent: MicroUsdc(totals.try_get("spent")?),
-        available: MicroUsdc(balance - held),
+        funded: totals.funded,
+        spent: totals.spent,
+        available: MicroUsdc(totals.balance.0 - totals.held.0),
         points,
     })
 }
@@ -195,7 +152,7 @@ async fn run_ledger(
         .into_iter()
         .next()
         .ok_or(AppError::NotFound("run budget"))?;
-    statement_lines(&state.db, id, None).await.map(Json)
+    statement_lines(&state.db, id.0, None).await.map(Json)
 }
 
 /// The database's clock as RFC 3339 (UTC, milliseconds), the form every `at` of the API takes.

@@ -5,6 +5,8 @@
 //! usefulness (its agreement with the panel) is recorded with its evaluations, which is what the
 //! bandit learns from on the next round. Evaluation mode hears every runnable card, unpaid.
 
+use std::collections::HashMap;
+
 use lachesis_shared::cats::CatTask;
 use lachesis_shared::ledger::MicroUsdc;
 use lachesis_shared::marketplace::{JudgeBackend, PaidCard, PanelChoice};
@@ -14,6 +16,7 @@ use super::judges::Judges;
 use super::probation::{Standing, TeamCardRecord};
 use super::selection::{CardArm, UcbPolicy};
 use super::verdict::parse_judge_score;
+use crate::ledger::queries::{AccountWallet, account_wallets, paid_under_key};
 use crate::ledger::{AccountId, Ledger, LedgerError, Transfer};
 use crate::settlement::{SettleError, Settler};
 
@@ -104,23 +107,38 @@ impl Market {
     pub async fn load(db: &PgPool, judges: &Judges) -> Result<Market, PanelError> {
         let rows = sqlx::query(
             "SELECT c.id, c.slug, c.name, c.specialties, c.price, c.account_id, c.judge,
-                    c.owner_team, c.judge_key, a.wallet, count(e.id) AS pulls,
+                    c.owner_team, c.judge_key, count(e.id) AS pulls,
                     count(e.id) FILTER (WHERE e.score IS NULL) AS unreadable,
                     avg(CASE WHEN e.score IS NULL THEN 0 ELSE 1 - abs(e.score - e.consensus) END)
                         AS agreement,
                     coalesce(sum(1 - abs(e.score - e.consensus)), 0) AS value_sum
-             FROM agent_cards c JOIN ledger_accounts a ON a.id = c.account_id
-             LEFT JOIN card_evaluations e ON e.card_id = c.id
-             WHERE c.listed GROUP BY c.id, a.wallet ORDER BY c.id",
+             FROM agent_cards c LEFT JOIN card_evaluations e ON e.card_id = c.id
+             WHERE c.listed GROUP BY c.id ORDER BY c.id",
         )
         .fetch_all(db)
         .await?;
+        // Each card's owner account (the ledger's) holds the wallet a chain settler pays.
+        let accounts = rows
+            .iter()
+            .map(|row| Ok(AccountId(row.try_get("account_id")?)))
+            .collect::<Result<Vec<_>, sqlx::Error>>()?;
+        let wallets: HashMap<AccountId, AccountWallet> = account_wallets(db, &accounts)
+            .await?
+            .into_iter()
+            .map(|account| (account.id, account))
+            .collect();
         let mut market = Market {
             cards: Vec::new(),
             arms: Vec::new(),
         };
         let mut untried_team_card = false;
         for row in rows {
+            let account = AccountId(row.try_get("account_id")?);
+            // A card whose account is gone is not listed (the foreign key keeps this from
+            // happening).
+            let Some(owner) = wallets.get(&account) else {
+                continue;
+            };
             let judge: serde_json::Value = row.try_get("judge")?;
             let judge: JudgeBackend =
                 serde_json::from_value(judge).map_err(|e| PanelError::BadCard(e.to_string()))?;
@@ -153,8 +171,8 @@ impl Market {
                 name: row.try_get("name")?,
                 specialties: row.try_get("specialties")?,
                 price,
-                account: AccountId(row.try_get("account_id")?),
-                wallet: row.try_get("wallet")?,
+                account,
+                wallet: owner.wallet.clone(),
                 judge,
                 owner_team,
                 sealed_key,
@@ -195,15 +213,9 @@ impl Market {
 
     /// The cards a round paid under `key` before (a replay hears the same panel), in card order.
     pub async fn paid_before(&self, db: &PgPool, key: &str) -> Result<Vec<usize>, PanelError> {
-        let accounts: Vec<i64> = sqlx::query_scalar(
-            "SELECT e.account_id FROM ledger_transactions t JOIN ledger_entries e ON e.tx_id = t.id
-             WHERE left(t.idempotency_key, length($1) + 1) = $1 || '/' AND e.amount > 0",
-        )
-        .bind(key)
-        .fetch_all(db)
-        .await?;
+        let accounts = paid_under_key(db, key).await?;
         Ok((0..self.cards.len())
-            .filter(|&i| accounts.contains(&self.cards[i].account.0))
+            .filter(|&i| accounts.contains(&self.cards[i].account))
             .collect())
     }
 }

@@ -23,13 +23,13 @@ use alloy::rpc::types::TransactionRequest;
 use alloy::signers::local::PrivateKeySigner;
 use alloy::sol_types::{Eip712Domain, SolCall};
 use lachesis_shared::ledger::MicroUsdc;
-use sqlx::Row;
 
 use super::config::{ChainConfig, Scheme, wallet_text};
 pub use super::submit::wait_receipt;
 use super::submit::{Record, SendError};
 use super::{Paid, SettleError};
-use crate::ledger::{HoldState, Ledger, Transfer};
+use crate::ledger::queries::account_wallets;
+use crate::ledger::{AccountId, HoldState, Ledger, Transfer};
 
 alloy::sol! {
     /// The parts of Circle's FiatTokenV2_2 (USDC) that settlement uses.
@@ -254,26 +254,26 @@ impl ChainSettler {
         ledger: &Ledger,
         transfer: &Transfer<'_>,
     ) -> Result<(Address, Address), SettleError> {
-        let rows = sqlx::query("SELECT id, name, wallet FROM ledger_accounts WHERE id = ANY($1)")
-            .bind(vec![transfer.payer.0, transfer.payee.0])
-            .fetch_all(ledger.pool())
+        let accounts = account_wallets(ledger.pool(), &[transfer.payer, transfer.payee])
             .await
             .map_err(crate::ledger::LedgerError::from)?;
-        let wallet_of = |id: i64| -> Result<Address, SettleError> {
-            let row = rows
+        let wallet_of = |id: AccountId| -> Result<Address, SettleError> {
+            let account = accounts
                 .iter()
-                .find(|row| row.get::<i64, _>("id") == id)
+                .find(|account| account.id == id)
                 .ok_or_else(|| {
                     SettleError::Ledger(crate::ledger::LedgerError::UnknownAccount(format!(
-                        "#{id}"
+                        "#{}",
+                        id.0
                     )))
                 })?;
-            let wallet: Option<String> = row.get("wallet");
-            wallet
+            account
+                .wallet
+                .as_deref()
                 .and_then(|w| w.parse().ok())
-                .ok_or_else(|| SettleError::NoWallet(row.get("name")))
+                .ok_or_else(|| SettleError::NoWallet(account.name.clone()))
         };
-        Ok((wallet_of(transfer.payer.0)?, wallet_of(transfer.payee.0)?))
+        Ok((wallet_of(transfer.payer)?, wallet_of(transfer.payee)?))
     }
 
     /// A key seen before: the first payment's outcome, never a second transfer.
@@ -303,11 +303,11 @@ impl ChainSettler {
                 let mut state = state;
                 while state == HoldState::Held && Instant::now() < deadline {
                     tokio::time::sleep(Duration::from_millis(20)).await;
-                    state = hold_row(ledger, hold).await?.state;
+                    state = ledger.hold_record(hold).await?.state;
                 }
             }
         }
-        let row = hold_row(ledger, hold).await?;
+        let row = ledger.hold_record(hold).await?;
         match row.state {
             HoldState::Captured => Ok(Paid {
                 tx_id: row.capture_tx.unwrap_or_default(),
@@ -460,41 +460,6 @@ impl ChainSettler {
         }
         Ok(())
     }
-}
-
-/// A hold's row, as settlement reads it.
-pub(super) struct HoldRow {
-    pub state: HoldState,
-    pub chain_tx: Option<String>,
-    pub capture_tx: Option<i64>,
-    pub release_reason: Option<String>,
-    pub on_chain: bool,
-    pub amount: i64,
-}
-
-pub(super) async fn hold_row(ledger: &Ledger, hold: i64) -> Result<HoldRow, SettleError> {
-    let row = sqlx::query(
-        "SELECT state, chain_tx, capture_tx, release_reason, settlement, amount
-         FROM ledger_holds WHERE id = $1",
-    )
-    .bind(hold)
-    .fetch_optional(ledger.pool())
-    .await
-    .map_err(crate::ledger::LedgerError::from)?
-    .ok_or(crate::ledger::LedgerError::UnknownHold(hold))?;
-    let state = match row.get::<String, _>("state").as_str() {
-        "captured" => HoldState::Captured,
-        "released" => HoldState::Released,
-        _ => HoldState::Held,
-    };
-    Ok(HoldRow {
-        state,
-        chain_tx: row.get("chain_tx"),
-        capture_tx: row.get("capture_tx"),
-        release_reason: row.get("release_reason"),
-        on_chain: row.get::<String, _>("settlement") == "chain",
-        amount: row.get("amount"),
-    })
 }
 
 /// Marks a hold as being settled by this process for as long as it lives.

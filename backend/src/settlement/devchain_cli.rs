@@ -11,6 +11,8 @@ use anyhow::Context;
 
 use super::config::wallet_text;
 use super::devchain::{DevChain, DevChainOptions};
+use crate::ledger::AccountId;
+use crate::ledger::queries::{account_wallets, set_wallet};
 
 #[derive(Debug, clap::Args)]
 pub struct DevchainArgs {
@@ -39,21 +41,19 @@ pub async fn run(args: &DevchainArgs) -> anyhow::Result<()> {
         let db = crate::db::connect(url, 2).await?;
         crate::db::migrate(&db).await?;
         crate::marketplace::cards::seed(&db).await?;
-        let accounts: Vec<String> = sqlx::query_scalar(
-            "SELECT a.name FROM agent_cards c JOIN ledger_accounts a ON a.id = c.account_id
-             WHERE a.wallet IS NULL AND c.owner_team IS NULL",
-        )
-        .fetch_all(&db)
-        .await
-        .context("listing the platform's cards")?;
-        for name in &accounts {
+        let platform_cards: Vec<i64> =
+            sqlx::query_scalar("SELECT account_id FROM agent_cards WHERE owner_team IS NULL")
+                .fetch_all(&db)
+                .await
+                .context("listing the platform's cards")?;
+        let platform_cards: Vec<AccountId> = platform_cards.into_iter().map(AccountId).collect();
+        let accounts = account_wallets(&db, &platform_cards)
+            .await
+            .context("listing the platform's cards")?;
+        for account in accounts.iter().filter(|account| account.wallet.is_none()) {
             let wallet = wallet_text(PrivateKeySigner::random().address());
-            sqlx::query("UPDATE ledger_accounts SET wallet = $1 WHERE name = $2")
-                .bind(&wallet)
-                .bind(name)
-                .execute(&db)
-                .await?;
-            println!("{name} is paid at {wallet}");
+            set_wallet(&db, &account.name, &wallet).await?;
+            println!("{} is paid at {wallet}", account.name);
         }
     }
     println!(

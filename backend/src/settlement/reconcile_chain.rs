@@ -24,6 +24,7 @@ use sqlx::{PgPool, Row};
 use super::SettleError;
 use super::chain::IUsdc;
 use super::config::wallet_text;
+use crate::ledger::queries::{chain_legs, submitted_chain_holds};
 
 /// The chain checks: name and meaning.
 pub const CHAIN_CHECKS: &[(&str, &str)] = &[
@@ -163,21 +164,12 @@ pub async fn reconcile_chain(
     };
     let wallet_of = |text: Option<String>| text.and_then(|w| w.parse::<Address>().ok());
 
-    let rows = sqlx::query(
-        "SELECT t.id, t.chain_tx, e.amount, a.wallet FROM ledger_transactions t
-         JOIN ledger_entries e ON e.tx_id = t.id JOIN ledger_accounts a ON a.id = e.account_id
-         WHERE t.settlement = 'chain' ORDER BY t.id, e.amount",
-    )
-    .fetch_all(db)
-    .await?;
     let mut payments: BTreeMap<i64, (Option<String>, Vec<Leg>)> = BTreeMap::new();
-    for row in &rows {
+    for leg in chain_legs(db).await? {
         let entry = payments
-            .entry(row.get("id"))
-            .or_insert_with(|| (row.get("chain_tx"), Vec::new()));
-        entry
-            .1
-            .push((row.get("amount"), wallet_of(row.get("wallet"))));
+            .entry(leg.tx_id)
+            .or_insert_with(|| (leg.chain_tx, Vec::new()));
+        entry.1.push((leg.amount, wallet_of(leg.wallet)));
     }
     report.payments = payments.len();
     let check = CHAIN_CHECKS[0].0;
@@ -224,24 +216,29 @@ pub async fn reconcile_chain(
         }
     }
 
-    let holds = sqlx::query(
-        "SELECT h.id, h.state, h.chain_tx, h.amount, pa.wallet AS payer_wallet,
-                pe.wallet AS payee_wallet, ca.from_wallet, ca.nonce
-         FROM ledger_holds h
-         JOIN ledger_accounts pa ON pa.id = h.payer JOIN ledger_accounts pe ON pe.id = h.payee
-         LEFT JOIN chain_authorizations ca ON ca.hold_id = h.id
-         WHERE h.settlement = 'chain' AND h.state IN ('held', 'released') AND h.chain_tx IS NOT NULL
-         ORDER BY h.id",
+    let holds = submitted_chain_holds(db).await?;
+    // Each hold's EIP-3009 authorization, if it had one: recorded before its transfer was
+    // submitted, so every hold read above with a transfer has its authorization here.
+    let hold_ids: Vec<i64> = holds.iter().map(|hold| hold.id).collect();
+    let authorizations: HashMap<i64, (String, String)> = sqlx::query(
+        "SELECT hold_id, from_wallet, nonce FROM chain_authorizations WHERE hold_id = ANY($1)",
     )
+    .bind(hold_ids)
     .fetch_all(db)
-    .await?;
+    .await?
+    .iter()
+    .map(|row| {
+        (
+            row.get("hold_id"),
+            (row.get("from_wallet"), row.get("nonce")),
+        )
+    })
+    .collect();
     for hold in holds {
-        let id: i64 = hold.get("id");
-        let state: String = hold.get("state");
-        let amount: i64 = hold.get("amount");
-        let hash: Option<B256> = hold
-            .get::<Option<String>, _>("chain_tx")
-            .and_then(|h| h.parse().ok());
+        let id = hold.id;
+        let state = hold.state;
+        let amount = hold.amount;
+        let hash: Option<B256> = hold.chain_tx.and_then(|h| h.parse().ok());
         let receipt = match hash {
             Some(hash) => provider.get_transaction_receipt(hash).await?,
             None => None,
@@ -251,19 +248,17 @@ pub async fn reconcile_chain(
             // Mined but not captured yet: the chain is ahead of the ledger by this much.
             if let (Some(receipt), true) = (&receipt, succeeded) {
                 let mined = receipt.block_number.unwrap_or_default();
-                if let Some(from) = wallet_of(hold.get("payer_wallet")) {
+                if let Some(from) = wallet_of(hold.payer_wallet) {
                     note(from, mined, -amount);
                 }
-                if let Some(to) = wallet_of(hold.get("payee_wallet")) {
+                if let Some(to) = wallet_of(hold.payee_wallet) {
                     note(to, mined, amount);
                 }
             }
             continue;
         }
-        let ran = match (
-            wallet_of(hold.get("from_wallet")),
-            hold.get::<Option<String>, _>("nonce"),
-        ) {
+        let (from_wallet, nonce) = authorizations.get(&id).cloned().unzip();
+        let ran = match (wallet_of(from_wallet), nonce) {
             (Some(authorizer), Some(nonce)) => {
                 let nonce: B256 = nonce.parse().unwrap_or_default();
                 let out = provider

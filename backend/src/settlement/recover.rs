@@ -19,7 +19,7 @@ use lachesis_shared::ledger::MicroUsdc;
 use sqlx::Row;
 
 use super::SettleError;
-use super::chain::{ChainSettler, IUsdc, hold_row};
+use super::chain::{ChainSettler, IUsdc};
 use super::submit::SendError;
 use crate::ledger::{HoldState, Ledger, LedgerError};
 
@@ -118,7 +118,7 @@ impl ChainSettler {
     }
 
     async fn resolve_claimed(&self, ledger: &Ledger, hold: i64) -> Result<Resolution, SettleError> {
-        let row = hold_row(ledger, hold).await?;
+        let row = ledger.hold_record(hold).await?;
         match row.state {
             HoldState::Captured => {
                 return Ok(Resolution::Captured {
