@@ -7,12 +7,16 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
+    /// Reads the team's runs.
     Viewer,
+    /// Reads and writes the team's runs.
     Member,
+    /// Writes runs and manages members, tokens and invites.
     Owner,
 }
 
 impl Role {
+    /// The snake_case name, as stored and sent on the wire.
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Viewer => "viewer",
@@ -21,6 +25,7 @@ impl Role {
         }
     }
 
+    /// The inverse of [`Role::as_str`]; `None` for an unknown name.
     pub fn parse(text: &str) -> Option<Role> {
         match text {
             "viewer" => Some(Role::Viewer),
@@ -30,6 +35,7 @@ impl Role {
         }
     }
 
+    /// Members and owners may change a run; viewers may not.
     pub fn can_write(self) -> bool {
         self >= Role::Member
     }
@@ -64,7 +70,9 @@ pub struct AuthState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewAccount {
+    /// The sign-in name; unique.
     pub username: String,
+    /// Sent in clear in the body; the server stores only its hash.
     pub password: String,
     /// The team to create with the account as its owner (required by setup, optional otherwise).
     #[serde(default)]
@@ -79,7 +87,9 @@ pub struct NewAccount {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Login {
+    /// The account's sign-in name.
     pub username: String,
+    /// Checked against the stored hash; a match sets the session cookie.
     pub password: String,
 }
 
@@ -88,21 +98,29 @@ pub struct Login {
 pub struct Me {
     /// `None` when authentication is off and nobody is signed in.
     pub user: Option<UserInfo>,
+    /// The teams the user belongs to, with their role in each; empty when nobody is signed in.
     pub teams: Vec<Membership>,
     /// Sent back as `X-CSRF-Token` on every cookie-authenticated mutation.
     pub csrf_token: Option<String>,
+    /// Mirrors [`AuthState::enabled`]: when off the app shows no sign-in.
     pub auth_enabled: bool,
 }
 
+/// The signed-in user.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UserInfo {
+    /// The user's database id.
     pub id: i64,
+    /// The sign-in name.
     pub username: String,
 }
 
+/// One team the user belongs to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Membership {
+    /// The team's name, as in `/api/teams/{team}/...`.
     pub team: String,
+    /// The user's rights in that team.
     pub role: Role,
 }
 
@@ -110,6 +128,7 @@ pub struct Membership {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewTeam {
+    /// The new team's unique name; the caller becomes its owner.
     pub name: String,
 }
 
@@ -117,7 +136,9 @@ pub struct NewTeam {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Member {
+    /// An existing account's sign-in name.
     pub username: String,
+    /// Its rights in the team.
     pub role: Role,
 }
 
@@ -125,6 +146,7 @@ pub struct Member {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewToken {
+    /// A label for people, shown in the token list.
     pub name: String,
     /// Limit the token to one run; it then also addresses that run on Atropos's legacy paths.
     #[serde(default)]
@@ -145,14 +167,21 @@ pub struct NewToken {
 /// A token as listed: never its secret.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TokenInfo {
+    /// The token's database id, used to revoke it.
     pub id: i64,
+    /// The label it was created with.
     pub name: String,
+    /// The one run it is limited to; `None`: every run of the team.
     pub run: Option<String>,
+    /// Cannot post groups or register.
     pub read_only: bool,
     /// May call the embedded model.
     #[serde(default)]
     pub inference: bool,
+    /// When it was created, in milliseconds since the Unix epoch.
     pub created_at_ms: i64,
+    /// When a request last authenticated with it, in milliseconds since the Unix epoch; `None`:
+    /// never used.
     pub last_used_at_ms: Option<i64>,
     /// When the token stops working; `None`: when revoked.
     #[serde(default)]
@@ -162,7 +191,9 @@ pub struct TokenInfo {
 /// The answer to `POST /api/teams/{team}/tokens`: the secret, shown this once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CreatedToken {
+    /// The token as it will be listed.
     pub info: TokenInfo,
+    /// The secret, sent as `Authorization: Bearer ...`; the server keeps only its hash.
     pub token: String,
 }
 
@@ -170,7 +201,9 @@ pub struct CreatedToken {
 /// `NewAccount::invite`, shown this once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CreatedInvite {
+    /// The code to hand to the person who registers.
     pub code: String,
+    /// When the code stops working, in milliseconds since the Unix epoch.
     pub expires_at_ms: i64,
 }
 
@@ -178,5 +211,6 @@ pub struct CreatedInvite {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Visibility {
+    /// Anyone, signed in or not, may read the run; only its team may still write it.
     pub public: bool,
 }

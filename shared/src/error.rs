@@ -5,15 +5,20 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The JSON body of every non-2xx answer: `{"detail": ...}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorBody {
+    /// What went wrong: a sentence, or the field issues of a rejected body.
     pub detail: ErrorDetail,
 }
 
+/// `detail`'s two shapes, told apart by JSON type (untagged): a string or an array.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum ErrorDetail {
+    /// A sentence for a person, e.g. `run not found`.
     Message(String),
+    /// A request body failed validation (HTTP 422): one entry per problem.
     Fields(Vec<FieldIssue>),
 }
 
@@ -25,10 +30,12 @@ pub struct FieldIssue {
     pub kind: String,
     /// Where the problem is: `["body", "tokens", 0, 3]`.
     pub loc: Vec<serde_json::Value>,
+    /// The problem in words, e.g. `Field required`.
     pub msg: String,
 }
 
 impl ErrorBody {
+    /// A body whose `detail` is the sentence `text`.
     pub fn message(text: impl Into<String>) -> Self {
         Self {
             detail: ErrorDetail::Message(text.into()),

@@ -2,8 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The readiness probe's body, sent with 200 when ready and 503 otherwise.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Readiness {
+    /// Every check passed: a load balancer may route work here.
     pub ready: bool,
     /// Empty when ready.
     pub failed: Vec<ReadinessCheck>,

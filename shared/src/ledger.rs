@@ -12,13 +12,16 @@ use serde::{Deserialize, Serialize};
 pub struct MicroUsdc(pub i64);
 
 impl MicroUsdc {
+    /// Micro-units in one USDC.
     pub const PER_USDC: i64 = 1_000_000;
 
+    /// `whole` USDC in micro-units; `None` when it overflows `i64`.
     pub fn from_usdc(whole: i64) -> Option<Self> {
         whole.checked_mul(Self::PER_USDC).map(Self)
     }
 
     /// Parses a decimal USDC amount such as `12`, `0.25` or `1.000001` exactly (at most 6 decimals).
+    /// `None` for anything else: exponents, more decimals, overflow.
     pub fn parse_usdc(text: &str) -> Option<Self> {
         let text = text.trim();
         let (negative, digits) = match text.strip_prefix('-') {
@@ -74,6 +77,7 @@ pub enum AccountKind {
 }
 
 impl AccountKind {
+    /// The snake_case name, as stored in `ledger_accounts.kind` and sent on the wire.
     pub fn as_str(self) -> &'static str {
         match self {
             AccountKind::Budget => "budget",
@@ -83,6 +87,7 @@ impl AccountKind {
         }
     }
 
+    /// The inverse of [`AccountKind::as_str`]; `None` for an unknown name.
     pub fn parse(text: &str) -> Option<Self> {
         Some(match text {
             "budget" => AccountKind::Budget,
@@ -97,19 +102,26 @@ impl AccountKind {
 /// An account's money: `available = balance - held`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AccountBalance {
+    /// The account's unique name, e.g. `budget/{run}/agent` or `card/{slug}`.
     pub name: String,
+    /// What the account is for.
     pub kind: AccountKind,
+    /// Everything in the account, holds included.
     pub balance: MicroUsdc,
+    /// Reserved by open holds (a payment started, not yet captured or released).
     pub held: MicroUsdc,
+    /// What can still be spent: `balance - held`.
     pub available: MicroUsdc,
 }
 
 /// One leg of a transaction, as an account's statement shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatementLine {
+    /// The ledger transaction this leg belongs to.
     pub tx_id: i64,
     /// `fund`, `payment` or `refund`.
     pub kind: String,
+    /// Free text the transfer was recorded with, e.g. `deposit` or `refund`.
     pub memo: String,
     /// Positive: money in.
     pub amount: MicroUsdc,
@@ -126,6 +138,7 @@ pub struct StatementLine {
 pub struct ReconcileFinding {
     /// Which invariant: `balanced_transactions`, `balances_match_entries`, ...
     pub check: String,
+    /// What is wrong, in words, naming the rows involved.
     pub detail: String,
 }
 

@@ -2,6 +2,8 @@
 //!
 //! Everything here is serde + pure code so it compiles to wasm32 and native alike.
 
+#![warn(missing_docs)]
+
 pub mod accounts;
 pub mod atropos;
 pub mod cats;

@@ -23,13 +23,27 @@ pub const PROTOCOL_VERSION: u32 = 1;
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Topic {
     /// Everything about one run: its groups, status and trainer metrics.
-    Run { run: String },
+    Run {
+        /// The run's name.
+        run: String,
+    },
     /// One environment of a run: only its groups.
-    Env { run: String, env_id: i64 },
+    Env {
+        /// The run's name.
+        run: String,
+        /// The environment's id within the run.
+        env_id: i64,
+    },
     /// A spatial scene.
-    Scene { scene: String },
+    Scene {
+        /// The scene's id.
+        scene: String,
+    },
     /// A chess game.
-    Game { game: String },
+    Game {
+        /// The game's id.
+        game: String,
+    },
     /// The judge marketplace's feed.
     Marketplace,
 }
@@ -48,21 +62,28 @@ impl Topic {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ClientMsg {
+    /// Start receiving `topic`'s events; answered with [`ServerMsg::Subscribed`] or an error.
     Subscribe {
+        /// What to follow.
         topic: Topic,
     },
+    /// Stop receiving `topic`'s events; answered with [`ServerMsg::Unsubscribed`].
     Unsubscribe {
+        /// What to stop following.
         topic: Topic,
     },
     /// Application-level heartbeat: browsers cannot see WebSocket ping frames, so the client
     /// pings and treats a missing pong as a dead connection.
     Ping {
+        /// Any number; the server echoes it in [`ServerMsg::Pong`].
         nonce: u64,
     },
     /// A move in a chess game the client plays; the server validates it and answers on the
     /// game's topic (or with an error frame).
     ChessMove {
+        /// The game's id.
         game: String,
+        /// The move in UCI notation, e.g. `e2e4` or `e7e8q`.
         uci: String,
     },
 }
@@ -73,34 +94,49 @@ pub enum ClientMsg {
 pub enum ServerMsg {
     /// The first frame on every connection.
     Welcome {
+        /// The server's [`PROTOCOL_VERSION`].
         version: u32,
         /// How often the client should ping; the server closes connections silent for 3x this.
         heartbeat_ms: u64,
         /// The signed-in user's name; `None` for anonymous visitors and token clients.
         user: Option<String>,
     },
+    /// The subscription is active: events of `topic` follow.
     Subscribed {
+        /// The topic as the client asked for it.
         topic: Topic,
     },
+    /// The subscription ended; no more events of `topic` come.
     Unsubscribed {
+        /// The topic as the client named it.
         topic: Topic,
     },
+    /// Something happened on a subscribed topic.
     Event {
+        /// Which subscription it belongs to.
         topic: Topic,
+        /// What happened.
         event: LiveEvent,
     },
     /// `dropped` events of `topic` were discarded because this client read too slowly (or an
     /// event was too large to relay). `dropped: 0` means an unknown number: the server lost its
     /// database connection for a while. Either way, reload the topic's history over HTTP.
     Lagged {
+        /// The topic that lost events.
         topic: Topic,
+        /// How many were discarded; 0: unknown.
         dropped: u64,
     },
+    /// The answer to [`ClientMsg::Ping`].
     Pong {
+        /// The ping's nonce.
         nonce: u64,
     },
+    /// A frame or subscription was refused; the connection stays open.
     Error {
+        /// The kind of refusal, for the client to act on.
         code: LiveErrorCode,
+        /// Details for a person or a log.
         message: String,
     },
 }

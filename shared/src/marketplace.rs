@@ -11,24 +11,34 @@ pub enum JudgeBackend {
     /// The built-in rubric (no LLM). With a `lens`, a specialist: it reads answers to needs of its
     /// own category closely and others only roughly.
     Rubric {
+        /// The category it specializes in; `None`: a generalist that reads every answer alike.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         lens: Option<crate::cats::CareCategory>,
     },
     /// The embedded model with this system prompt.
-    Embedded { system_prompt: String },
+    Embedded {
+        /// Instructions given to the model before the task and answer.
+        system_prompt: String,
+    },
     /// An OpenAI-compatible endpoint. The platform's cards may name a server environment variable
     /// holding the key (`api_key_env`, the operator's setting); a team's card carries the key its
     /// team supplied (`NewCard::api_key`, sealed, never shown) and must be on a public https host.
     Openai {
+        /// The endpoint's root, e.g. `https://api.openai.com/v1`.
         base_url: String,
+        /// The model name the endpoint serves.
         model: String,
+        /// Instructions given to the model before the task and answer.
         system_prompt: String,
+        /// The server environment variable holding the key (platform cards only); `None`: no key
+        /// from the environment.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         api_key_env: Option<String>,
     },
 }
 
 impl JudgeBackend {
+    /// The serde tag: `rubric`, `embedded` or `openai`.
     pub fn kind(&self) -> &'static str {
         match self {
             JudgeBackend::Rubric { .. } => "rubric",
@@ -41,33 +51,47 @@ impl JudgeBackend {
 /// Live statistics of a card, over all its evaluations.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CardStats {
+    /// Answers the card has scored.
     pub evaluations: i64,
+    /// Its average score (0..1); `None` before its first evaluation.
     pub mean_score: Option<f64>,
     /// 1 - mean |score - panel consensus| over evaluations with a consensus.
     pub agreement: Option<f64>,
     /// Mean signed gap between its scores and the consensus (positive: lenient).
     pub bias: Option<f64>,
     /// What one unit of agreement costs: spent / sum of agreement.
+    /// `None` while it has earned no agreement.
     pub cost_per_useful: Option<MicroUsdc>,
+    /// Everything it was paid, over all evaluations.
     pub earned: MicroUsdc,
 }
 
 /// A card as the marketplace lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentCard {
+    /// The card's unique key in URLs and payments: 2-48 characters of `a-z`, `0-9` and `-`.
     pub slug: String,
+    /// The name shown to people.
     pub name: String,
+    /// What the judge is good at, in words.
     pub description: String,
+    /// Lowercase care categories it claims to judge well, e.g. `health`.
     pub specialties: Vec<String>,
+    /// What one evaluation costs the agent's budget.
     pub price: MicroUsdc,
     /// The owning team's name; `None` for the platform's cards.
     pub owner_team: Option<String>,
+    /// The owner's wallet (`0x` and 40 hex digits) payments settle to on chain; `None`: payments
+    /// stay in the ledger.
     pub owner_wallet: Option<String>,
+    /// The judge that does the scoring.
     pub judge: JudgeBackend,
     /// The card's team supplied an endpoint key (the key itself is never shown).
     #[serde(default)]
     pub has_api_key: bool,
+    /// Offered to agents; an unlisted card keeps its history but is not chosen.
     pub listed: bool,
+    /// How it has judged so far.
     pub stats: CardStats,
 }
 
@@ -75,16 +99,23 @@ pub struct AgentCard {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewCard {
+    /// The card's unique key: 2-48 characters of `a-z`, `0-9` and `-`, not starting with `-`.
     pub slug: String,
+    /// The name shown to people.
     pub name: String,
+    /// What the judge is good at, in words; empty when absent.
     #[serde(default)]
     pub description: String,
+    /// Lowercase care categories it claims to judge well.
     pub specialties: Vec<String>,
+    /// What one evaluation costs: more than 0 and at most 100 USDC.
     pub price: MicroUsdc,
     /// The team that owns it; the caller must be one of its owners.
     pub team: String,
+    /// The wallet (`0x` and 40 hex digits) its payments settle to on chain; `None`: ledger only.
     #[serde(default)]
     pub owner_wallet: Option<String>,
+    /// The judge that does the scoring.
     pub judge: JudgeBackend,
     /// The key an `openai` judge's endpoint needs, sealed at rest and never returned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -95,8 +126,10 @@ pub struct NewCard {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateCard {
+    /// The new price per evaluation; `None`: unchanged.
     #[serde(default)]
     pub price: Option<MicroUsdc>,
+    /// List (`true`) or unlist (`false`) the card; `None`: unchanged.
     #[serde(default)]
     pub listed: Option<bool>,
 }
@@ -104,7 +137,9 @@ pub struct UpdateCard {
 /// A card paid (or, in evaluation mode, heard unpaid) in one Pay-to-Play round.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PaidCard {
+    /// The card heard.
     pub slug: String,
+    /// Its price at the time of the round.
     pub price: MicroUsdc,
     /// The ledger transaction of the payment; `None` in evaluation mode.
     pub tx_id: Option<i64>,
@@ -123,7 +158,10 @@ pub enum PanelChoice {
     /// The policy model chose, and its answer parsed.
     Llm,
     /// The policy model was asked but its answer was refused; the bandit chose instead.
-    LlmFallback { reason: String },
+    LlmFallback {
+        /// Why the model's answer was refused.
+        reason: String,
+    },
     /// Evaluation mode: every runnable card, unpaid.
     Everyone,
 }
@@ -131,6 +169,7 @@ pub enum PanelChoice {
 /// One Pay-to-Play episode that was judged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RoundEvent {
+    /// The run whose agent played the round.
     pub run: String,
     /// The episode's key (also the prefix of its payments' idempotency keys).
     pub episode: String,
@@ -138,14 +177,19 @@ pub struct RoundEvent {
     pub at: String,
     /// The task as the agent saw it (the behaviors observed).
     pub task: String,
+    /// The hidden need's category.
     pub category: crate::cats::CareCategory,
+    /// How the panel was chosen.
     pub choice: PanelChoice,
+    /// The panel: the cards that judged the answers.
     pub cards: Vec<PaidCard>,
+    /// The round's total cost to the budget (0 in evaluation mode).
     pub paid: MicroUsdc,
     /// What the run's budget has left after this round.
     pub budget_left: MicroUsdc,
     /// Per answer: the panel's mean score, then the reward after the cost term.
     pub panel_scores: Vec<f64>,
+    /// Per answer: the reward the trainer gets, the panel score less the cost term.
     pub rewards: Vec<f64>,
     /// The answers judged, in order (shortened for the feed).
     pub answers: Vec<String>,
@@ -154,10 +198,15 @@ pub struct RoundEvent {
 /// One Pay-to-Play episode skipped before anything was paid.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SkippedEvent {
+    /// The run whose agent would have played.
     pub run: String,
+    /// The episode's key.
     pub episode: String,
+    /// RFC 3339, UTC.
     pub at: String,
+    /// Why nothing was paid, e.g. the budget cannot afford the cheapest card.
     pub reason: String,
+    /// What the run's budget has left.
     pub budget_left: MicroUsdc,
 }
 
@@ -166,11 +215,14 @@ pub struct SkippedEvent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum MarketEvent {
+    /// A round was judged and paid.
     Round(Box<RoundEvent>),
+    /// A round was skipped before paying.
     Skipped(SkippedEvent),
 }
 
 impl MarketEvent {
+    /// The run the event belongs to.
     pub fn run(&self) -> &str {
         match self {
             MarketEvent::Round(round) => &round.run,
@@ -178,6 +230,7 @@ impl MarketEvent {
         }
     }
 
+    /// When it happened: RFC 3339, UTC.
     pub fn at(&self) -> &str {
         match self {
             MarketEvent::Round(round) => &round.at,
@@ -189,18 +242,24 @@ impl MarketEvent {
 /// A point of a budget's history: what was available after a ledger transaction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BudgetPoint {
+    /// When the transaction was recorded: RFC 3339, UTC.
     pub at: String,
+    /// What the budget could still spend right after it.
     pub available: MicroUsdc,
 }
 
 /// An agent's budget for a run, as `GET /api/marketplace/budgets` lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BudgetView {
+    /// The run the budget pays for.
     pub run: String,
     /// The ledger account (`budget/<run>/<agent>`).
     pub account: String,
+    /// Everything credited to it: deposits and refunds.
     pub funded: MicroUsdc,
+    /// Everything debited from it: payments to cards.
     pub spent: MicroUsdc,
+    /// What it can still spend: balance less open holds.
     pub available: MicroUsdc,
     /// Oldest first.
     pub points: Vec<BudgetPoint>,

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskState {
+    /// Started and working.
     Running,
     /// It failed and waits before starting again (`retry_at_ms`).
     BackingOff,
@@ -21,6 +22,7 @@ pub enum TaskState {
 pub struct TaskStatus {
     /// What it is, e.g. `live-bridge`, `env:arithmetic`, `showcase:spatial`.
     pub name: String,
+    /// Running, waiting to restart after a failure, or stopped for good.
     pub state: TaskState,
     /// Times it failed (an error or a panic) and was started again, or is about to be.
     pub restarts: u64,

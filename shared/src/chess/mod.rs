@@ -8,14 +8,18 @@ pub use shakmaty;
 
 use serde::{Deserialize, Serialize};
 
+/// A colour: which pieces a player moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Side {
+    /// Moves first from the standard start.
     White,
+    /// Moves second from the standard start.
     Black,
 }
 
 impl Side {
+    /// The opponent's colour.
     pub fn other(self) -> Side {
         match self {
             Side::White => Side::Black,
@@ -23,6 +27,7 @@ impl Side {
         }
     }
 
+    /// `white` or `black`, as stored and sent on the wire.
     pub fn as_str(self) -> &'static str {
         match self {
             Side::White => "white",
@@ -30,6 +35,7 @@ impl Side {
         }
     }
 
+    /// The inverse of [`Side::as_str`]; `None` for anything else.
     pub fn parse(text: &str) -> Option<Side> {
         match text {
             "white" => Some(Side::White),
@@ -43,16 +49,22 @@ impl Side {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GameEnd {
+    /// The side to move is in check with no legal move: it lost.
     Checkmate,
+    /// The side to move has no legal move but is not in check: a draw.
     Stalemate,
+    /// Neither side can mate: a draw.
     InsufficientMaterial,
+    /// Fifty moves each without a capture or a pawn move: a draw.
     FiftyMoves,
     /// [`rules::MAX_PLIES`] reached: scored as a draw.
     MoveLimit,
+    /// A player gave up: the other side won.
     Resignation,
 }
 
 impl GameEnd {
+    /// The snake_case name, as stored and sent on the wire.
     pub fn as_str(self) -> &'static str {
         match self {
             GameEnd::Checkmate => "checkmate",
@@ -64,6 +76,7 @@ impl GameEnd {
         }
     }
 
+    /// The inverse of [`GameEnd::as_str`]; `None` for an unknown name.
     pub fn parse(text: &str) -> Option<GameEnd> {
         [
             GameEnd::Checkmate,
@@ -78,15 +91,19 @@ impl GameEnd {
     }
 }
 
+/// How a finished game ended and who won.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GameOutcome {
+    /// Why it ended.
     pub end: GameEnd,
+    /// The winning colour; `None`: a draw.
     pub winner: Option<Side>,
     /// PGN's result: `1-0`, `0-1` or `1/2-1/2`.
     pub result: String,
 }
 
 impl GameOutcome {
+    /// An outcome with its PGN `result` derived from `winner`.
     pub fn new(end: GameEnd, winner: Option<Side>) -> Self {
         let result = match winner {
             Some(Side::White) => "1-0",
@@ -104,7 +121,9 @@ impl GameOutcome {
 /// The reward model's verdict on one agent move. Axis scores run 0 to 10.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MoveReward {
+    /// How hard the move attacks the opponent's king and pieces.
     pub aggression: f64,
+    /// How surprising and strong the move is.
     pub brilliance: f64,
     /// How sound the move's sacrifice is; 5 (neutral) for moves that give nothing up.
     pub soundness: f64,
@@ -112,49 +131,71 @@ pub struct MoveReward {
     pub total: f64,
     /// Material the move puts en prise by static exchange, in centipawns (0 when none).
     pub material_offered: i32,
+    /// The judge's reasons, in words.
     pub justification: String,
     /// `engine` or the LLM judge's model name.
     pub judge: String,
 }
 
+/// One move of a game, as played and (later) reviewed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MoveRecord {
     /// 0 for the first move of the game.
     pub ply: u32,
+    /// The move in UCI notation, e.g. `e2e4`.
     pub uci: String,
+    /// The move in SAN with its check suffix, e.g. `Nf3+`, for the move list.
     pub san: String,
+    /// The position after the move, as FEN.
     pub fen_after: String,
+    /// Played by the agent, not the person.
     pub by_agent: bool,
     /// Filled when the game has been reviewed (agent moves only).
     pub reward: Option<MoveReward>,
-    /// The person's rating of this agent move, 1 to 5.
+    /// The person's rating of this agent move, 1 to 5; `None`: not rated.
     pub rating: Option<u8>,
 }
 
 /// A whole game as the board and the review need it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GameView {
+    /// The game's id, as in `/api/chess/games/{id}` and the `game` topic.
     pub id: String,
+    /// The colour the agent plays.
     pub agent_side: Side,
+    /// The position the game started from, as FEN.
     pub start_fen: String,
+    /// The current position, as FEN.
     pub fen: String,
+    /// Every move so far, first first.
     pub moves: Vec<MoveRecord>,
+    /// How it ended; `None` while it goes on.
     pub outcome: Option<GameOutcome>,
     /// The agent's policy version that played this game.
     pub policy_version: i64,
-    /// Set when the game has been judged (and the agent has learned from it).
+    /// Set when the game has been judged (and the agent has learned from it): the agent moves'
+    /// `total` rewards summed, plus the result (win 1, draw 0, loss -1).
     pub game_return: Option<f64>,
+    /// When the game was created: RFC 3339, UTC, seconds precision.
     pub created_at: String,
 }
 
+/// A game as the game list shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GameSummary {
+    /// The game's id.
     pub id: String,
+    /// The colour the agent plays.
     pub agent_side: Side,
+    /// Moves played so far.
     pub plies: u32,
+    /// How it ended; `None` while it goes on.
     pub outcome: Option<GameOutcome>,
+    /// The agent's policy version that played it.
     pub policy_version: i64,
+    /// The judged return (see [`GameView::game_return`]); `None` until reviewed.
     pub game_return: Option<f64>,
+    /// When the game was created: RFC 3339, UTC, seconds precision.
     pub created_at: String,
 }
 
@@ -170,6 +211,7 @@ pub struct NewGame {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlayMove {
+    /// The person's move in UCI notation, e.g. `e2e4` or `e7e8q`.
     pub uci: String,
 }
 
@@ -177,6 +219,7 @@ pub struct PlayMove {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RateMove {
+    /// The agent move rated, by its [`MoveRecord::ply`].
     pub ply: u32,
     /// 1 (poor) to 5 (brilliant).
     pub rating: u8,
@@ -185,37 +228,52 @@ pub struct RateMove {
 /// One named feature weight of the agent's move evaluator.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FeatureWeight {
+    /// The feature, e.g. a material or king-attack term.
     pub name: String,
+    /// Its weight in the move score; learning moves it.
     pub weight: f64,
 }
 
 /// `GET /api/chess/agent`: the current policy and how its versions have played.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentInfo {
+    /// The current policy version; every learning step bumps it.
     pub version: i64,
+    /// The evaluator's feature weights.
     pub weights: Vec<FeatureWeight>,
+    /// Search depth in plies, the move itself included.
     pub depth: u32,
+    /// The softmax temperature moves are sampled at (positive; lower is greedier).
     pub temperature: f64,
     /// Games judged so far, and what the agent learned from: the judge's name and whether the
     /// people's ratings count.
     pub games_learned: i64,
+    /// The reward judge: `engine` or the LLM judge's model name.
     pub judge: String,
+    /// People's move ratings feed into the rewards.
     pub uses_ratings: bool,
 }
 
 /// A move was played in a game (stream).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChessMoveEvent {
+    /// The game's id.
     pub game: String,
+    /// The move just played.
     pub record: MoveRecord,
+    /// How the game ended, when this move ended it; `None`: it goes on.
     pub outcome: Option<GameOutcome>,
 }
 
 /// A game ended or was reviewed (state: reload it over HTTP).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChessGameEvent {
+    /// The game's id.
     pub game: String,
+    /// Moves played.
     pub plies: u32,
+    /// How it ended; `None` while it goes on.
     pub outcome: Option<GameOutcome>,
+    /// The judge has scored its agent moves.
     pub reviewed: bool,
 }

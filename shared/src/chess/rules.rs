@@ -17,11 +17,13 @@ pub const MAX_PLIES: usize = 300;
 /// Why a position or a move was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RuleError {
+    /// Not a valid FEN position; the parser's reason.
     BadFen(String),
     /// Not UCI syntax (`e2e4`, `e7e8q`).
     BadUci(String),
     /// Well formed, but not legal in this position.
     Illegal {
+        /// The move as given.
         uci: String,
     },
     /// The game is already over.
@@ -46,9 +48,13 @@ impl std::error::Error for RuleError {}
 /// A legal move as the board needs it: squares by name, SAN for the move list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LegalMove {
+    /// The move in UCI notation; castling as the king's two-square move (`e1g1`).
     pub uci: String,
+    /// The origin square, e.g. `e2`.
     pub from: String,
+    /// The destination square; for castling, where the king lands.
     pub to: String,
+    /// The move in SAN with its check suffix.
     pub san: String,
     /// `q`, `r`, `b` or `n` for promotions.
     pub promotion: Option<char>,
@@ -57,12 +63,17 @@ pub struct LegalMove {
 /// The result of playing one move.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Played {
+    /// The move in normalized UCI notation.
     pub uci: String,
+    /// The move in SAN with its check suffix.
     pub san: String,
+    /// The position after the move, as FEN.
     pub fen: String,
+    /// How the game ended, when this move ended it; `None`: it goes on.
     pub outcome: Option<GameOutcome>,
 }
 
+/// Parses a FEN position (standard castling), surrounding whitespace ignored.
 pub fn parse_fen(fen: &str) -> Result<Chess, RuleError> {
     let parsed =
         Fen::from_ascii(fen.trim().as_bytes()).map_err(|e| RuleError::BadFen(e.to_string()))?;
@@ -71,10 +82,12 @@ pub fn parse_fen(fen: &str) -> Result<Chess, RuleError> {
         .map_err(|e| RuleError::BadFen(e.to_string()))
 }
 
+/// The FEN of `pos`; an en passant square only when the capture is legal.
 pub fn fen_of(pos: &Chess) -> String {
     Fen::from_position(pos, EnPassantMode::Legal).to_string()
 }
 
+/// shakmaty's colour as a wire [`Side`].
 pub fn side_of(color: Color) -> Side {
     match color {
         Color::White => Side::White,
@@ -82,6 +95,7 @@ pub fn side_of(color: Color) -> Side {
     }
 }
 
+/// A wire [`Side`] as shakmaty's colour.
 pub fn color_of(side: Side) -> Color {
     match side {
         Side::White => Color::White,
@@ -118,6 +132,7 @@ pub fn parse_san(pos: &Chess, text: &str) -> Option<Move> {
     san.to_move(pos).ok()
 }
 
+/// Every legal move of `pos`, for the board to highlight destinations.
 pub fn legal_moves(pos: &Chess) -> Vec<LegalMove> {
     pos.legal_moves()
         .into_iter()

@@ -23,19 +23,25 @@ pub const ARENA_HALF_SIZE: f32 = 4.0;
 /// Difficulty levels the generator knows: 1 (one goal) to 4 (weighted multi-objective).
 pub const DIFFICULTIES: std::ops::RangeInclusive<u8> = 1..=4;
 
+/// An object's geometry; sizes in metres.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Shape {
     /// A cube with edge `size`.
     Cube {
+        /// Edge length, metres.
         size: f32,
     },
+    /// A ball.
     Sphere {
+        /// Metres.
         radius: f32,
     },
     /// An upright cylinder (axis along Y).
     Cylinder {
+        /// Metres.
         radius: f32,
+        /// Metres, along Y.
         height: f32,
     },
 }
@@ -69,6 +75,7 @@ impl Shape {
         }
     }
 
+    /// `cube`, `sphere` or `cylinder`, for task descriptions.
     pub fn noun(&self) -> &'static str {
         match self {
             Shape::Cube { .. } => "cube",
@@ -83,12 +90,15 @@ impl Shape {
 pub struct ObjectSpec {
     /// Unique in the scene, e.g. `red_cube`; what actions and constraints name.
     pub id: String,
+    /// Its geometry.
     pub shape: Shape,
     /// Linear RGB, each 0..1.
     pub color: [f32; 3],
     /// Kilograms.
     pub mass: f32,
+    /// The physics engine's friction coefficient (0.5..0.9 as generated).
     pub friction: f32,
+    /// Bounciness, 0 (none) to 1 (elastic).
     pub restitution: f32,
     /// The centre at the start.
     pub position: Vec3,
@@ -99,11 +109,14 @@ pub struct ObjectSpec {
 /// Where an object is: its centre and rotation.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Pose {
+    /// The centre, metres.
     pub position: Vec3,
+    /// The orientation.
     pub rotation: Quat,
 }
 
 impl Pose {
+    /// A pose at `position`, turned `yaw_deg` degrees about +Y.
     pub fn from_yaw(position: Vec3, yaw_deg: f32) -> Self {
         let half = yaw_deg.to_radians() / 2.0;
         Self {
@@ -124,7 +137,9 @@ impl Pose {
 /// An object's pose by id: the unit of snapshots and deltas.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ObjectPose {
+    /// The object's [`ObjectSpec::id`].
     pub id: String,
+    /// Where it is.
     pub pose: Pose,
 }
 
@@ -147,6 +162,7 @@ impl Plane {
         }
     }
 
+    /// The coordinate's name, `x` or `z`.
     pub fn axis_name(self) -> &'static str {
         match self {
             Plane::Yz => "x",
@@ -154,6 +170,7 @@ impl Plane {
         }
     }
 
+    /// The plane's name as task descriptions print it, e.g. `YZ plane (x = 0)`.
     pub fn name(self) -> &'static str {
         match self {
             Plane::Yz => "YZ plane (x = 0)",
@@ -169,42 +186,66 @@ impl Plane {
 pub enum Constraint {
     /// `min <= distance(object, reference) <= max`.
     Distance {
+        /// The object to place.
         object: String,
+        /// The object it is measured from.
         reference: String,
+        /// Metres.
         min: f32,
+        /// Metres.
         max: f32,
     },
     /// `min <= |distance from the object's centre to the plane| <= max`.
     PlaneDistance {
+        /// The object to place.
         object: String,
+        /// The plane it is measured from.
         plane: Plane,
+        /// Metres.
         min: f32,
+        /// Metres.
         max: f32,
     },
     /// Conditional positioning: the object must end on the same side of the plane as the
     /// reference (`same: true`) or on the opposite side, wherever the reference ends up.
     Side {
+        /// The object to place.
         object: String,
+        /// The object whose side it must match or oppose.
         reference: String,
+        /// The dividing plane.
         plane: Plane,
+        /// Same side (`true`) or opposite side (`false`).
         same: bool,
     },
     /// The object's centre lies within `radius` of `center` (`[x, z]`) on the ground.
     Region {
+        /// The object to place.
         object: String,
+        /// The region's centre on the ground, `[x, z]` metres.
         center: [f32; 2],
+        /// Metres.
         radius: f32,
     },
     /// Relative orientation of two cubes: the object's yaw minus the reference's, modulo 90
     /// degrees (a cube looks the same every quarter turn), within `tolerance` of `degrees`.
     RelativeYaw {
+        /// The cube to turn.
         object: String,
+        /// The cube it is measured against.
         reference: String,
+        /// The wanted difference, degrees.
         degrees: f32,
+        /// Allowed deviation either way, degrees.
         tolerance: f32,
     },
     /// The object rests on top of `support` once the world is at rest (so the stack is stable).
-    Stacked { object: String, support: String },
+    Stacked {
+        /// The object on top.
+        object: String,
+        /// The object it must rest on.
+        support: String,
+    },
 }
 
 impl Constraint {
@@ -235,7 +276,9 @@ impl Constraint {
 /// A goal with its weight in the task's score.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Goal {
+    /// Its share of the score, relative to the other goals' weights.
     pub weight: f32,
+    /// What must hold.
     pub constraint: Constraint,
 }
 
@@ -244,18 +287,25 @@ pub struct Goal {
 pub struct Task {
     /// `d{difficulty}-s{seed}`: the task is a pure function of both.
     pub id: String,
+    /// The generator's seed (fits in an `i64`, as Postgres stores it).
     pub seed: u64,
+    /// One of [`DIFFICULTIES`].
     pub difficulty: u8,
+    /// Every object of the scene, with its start pose.
     pub objects: Vec<ObjectSpec>,
+    /// Ids of the objects actions may touch; the rest are fixed references.
     pub movable: Vec<String>,
+    /// What the solver must achieve, weighted.
     pub goals: Vec<Goal>,
 }
 
 impl Task {
+    /// The object with this id; `None` when the scene has none.
     pub fn object(&self, id: &str) -> Option<&ObjectSpec> {
         self.objects.iter().find(|o| o.id == id)
     }
 
+    /// Whether actions may touch the object `id`.
     pub fn is_movable(&self, id: &str) -> bool {
         self.movable.iter().any(|m| m == id)
     }
@@ -280,22 +330,35 @@ pub enum Action {
     /// rests on whatever is below (the ground or another object). `y`, when given, is a
     /// release height: the object drops from there if that is higher.
     Move {
+        /// The object to move.
         object: String,
+        /// The target centre's x, metres.
         x: f32,
+        /// The target centre's z, metres.
         z: f32,
+        /// Release height of the centre, metres; `None`: just above whatever is below.
         y: Option<f32>,
     },
     /// Turn the object to an absolute yaw (degrees) where it stands.
-    Rotate { object: String, yaw_deg: f32 },
+    Rotate {
+        /// The object to turn.
+        object: String,
+        /// The yaw to turn it to, degrees.
+        yaw_deg: f32,
+    },
     /// Give the object a horizontal velocity `speed` (m/s, at most 5) towards `[dx, dz]`.
     Push {
+        /// The object to push.
         object: String,
+        /// `[dx, dz]` on the ground; only its direction matters.
         direction: [f32; 2],
+        /// Metres per second, at most 5.
         speed: f32,
     },
 }
 
 impl Action {
+    /// The id of the object acted on.
     pub fn object(&self) -> &str {
         match self {
             Action::Move { object, .. }
@@ -311,29 +374,39 @@ impl Action {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "scene_event", rename_all = "snake_case")]
 pub enum SceneEvent {
+    /// The whole scene: draw it from scratch.
     Snapshot(SceneSnapshot),
+    /// Changes on top of the sequence number `base_seq`.
     Delta(SceneDelta),
 }
 
 /// Everything needed to draw a scene from scratch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SceneSnapshot {
+    /// The scene's sequence number at this snapshot; deltas build on it.
     pub seq: u64,
+    /// The task being attempted.
     pub task: Task,
+    /// Every object's current pose.
     pub poses: Vec<ObjectPose>,
     /// Who is acting, e.g. `model: SmolLM2-135M (attempt 2 of 4)`.
     pub caption: String,
     /// The last attempt's actions as the model wrote them, or its parse error.
     pub attempt: Option<String>,
+    /// The last attempt's verdict; `None` until the world rests after one.
     pub verdict: Option<Verdict>,
 }
 
 /// The poses that changed since `base_seq`, and the verdict once the world is at rest.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SceneDelta {
+    /// The sequence number it applies to; a client at another one reloads the snapshot.
     pub base_seq: u64,
+    /// The sequence number after applying it.
     pub seq: u64,
+    /// The objects that moved, with their new poses.
     pub poses: Vec<ObjectPose>,
+    /// The attempt's verdict, once the world is at rest; `None` before.
     pub verdict: Option<Verdict>,
 }
 
@@ -342,21 +415,27 @@ pub struct SceneDelta {
 pub struct Recording {
     /// Physics steps between two frames.
     pub steps_per_frame: u32,
+    /// Every object's pose per frame, oldest first; the last frame is the final state.
     pub frames: Vec<Vec<ObjectPose>>,
 }
 
 /// A person's attempt from the browser: where they put the movable objects.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HumanAttempt {
+    /// The task's seed; with `difficulty` it regenerates the task on the server.
     pub seed: u64,
+    /// One of [`DIFFICULTIES`].
     pub difficulty: u8,
+    /// The person's actions, applied in order before the world runs to rest.
     pub actions: Vec<Action>,
 }
 
 /// The server's answer to an attempt: the same scorer's verdict, and the episode to replay.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AttemptResult {
+    /// How well the final poses meet the goals.
     pub verdict: Verdict,
+    /// The simulated episode, for the browser to replay.
     pub recording: Recording,
     /// Whether the world came to rest within the step budget.
     pub rested: bool,

@@ -28,20 +28,25 @@ pub const SIDE_MARGIN: f32 = 0.02;
 /// the support's top face puts it (contact slop, small tilts).
 pub const STACK_HEIGHT_TOLERANCE: f32 = 0.08;
 
+/// How one goal fared.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConstraintVerdict {
+    /// The goal's weight, copied from the task.
     pub weight: f32,
-    /// 0..=1.
+    /// 0..=1: partial credit falls off outside the wanted band.
     pub credit: f32,
+    /// The goal holds exactly (full credit).
     pub satisfied: bool,
     /// What was measured, in words: `distance 1.42 m (wanted 1.20-1.60 m)`.
     pub detail: String,
 }
 
+/// The scorer's judgement of final poses against a task's goals.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
     /// The weighted mean of the credits, 0..=1.
     pub score: f32,
+    /// One verdict per goal, in the task's order.
     pub goals: Vec<ConstraintVerdict>,
 }
 
