@@ -24,19 +24,11 @@
 //                       may answer slowly on a CPU)
 //   CHROMIUM            default /usr/bin/chromium;  SCREENSHOT_DIR: receives cats-*.png
 
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
+import { accountFromEnv, requireEnv, runInChromium, signUp, watchErrors } from './common.mjs';
 
-const BASE_URL = process.env.BASE_URL;
-if (!BASE_URL) {
-  console.log(JSON.stringify({ ok: false, error: 'BASE_URL is not set' }));
-  process.exit(2);
-}
-const USERNAME = process.env.USERNAME || `cats${Date.now().toString(36)}`;
-const PASSWORD = process.env.PASSWORD || 'a long enough password';
-const TEAM = process.env.TEAM || '';
+const BASE_URL = requireEnv('BASE_URL');
+const ACCOUNT = accountFromEnv('cats');
 const SAY =
   process.env.SAY || 'I kneel down, check her water bowl and food dish, and offer fresh water.';
 const FINAL =
@@ -82,38 +74,6 @@ const seen = {
   error: null,
 };
 
-// Before sign-in the app asks `/api/me` and is told 401; Chromium logs that as a console error.
-let signedIn = false;
-const expectedBeforeSignIn = (text) =>
-  text.includes('Failed to load resource') && text.includes('401');
-
-async function signUp(page) {
-  const state = await (await page.request.get(`${BASE_URL}/api/auth/state`)).json();
-  seen.auth = state.enabled ? 'on' : 'off';
-  if (!state.enabled) {
-    signedIn = true;
-    await page.goto(`${BASE_URL}/`);
-    return;
-  }
-  await page.goto(`${BASE_URL}/login`);
-  if (state.needs_first_owner) {
-    await page.getByTestId('setup-username').fill(USERNAME);
-    await page.getByTestId('setup-password').fill(PASSWORD);
-    await page.getByTestId('setup-team').fill(TEAM || `${USERNAME}-team`);
-    await page.getByTestId('setup-submit').click();
-  } else {
-    await page.getByRole('button', { name: 'Register' }).click();
-    await page.getByTestId('login-username').fill(USERNAME);
-    await page.getByTestId('login-password').fill(PASSWORD);
-    if (TEAM) await page.getByTestId('login-team').fill(TEAM);
-    await page.getByTestId('login-submit').click();
-  }
-  await page.waitForURL((url) => !url.pathname.startsWith('/login'));
-  await page.getByTestId('nav-user').filter({ hasText: USERNAME }).waitFor();
-  signedIn = true;
-  seen.signed_in = true;
-}
-
 const count = (page, selector) => page.locator(selector).count();
 
 // What the page is waited for, each once no request is in flight (or an error shows).
@@ -146,40 +106,12 @@ async function settle(page, kind, arg = null, timeout = REPLY_TIMEOUT_MS) {
   }
 }
 
-const profile = mkdtempSync(join(tmpdir(), 'lachesis-cats-'));
-let browser;
-try {
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-    env: { ...process.env, HOME: profile },
-  });
+await runInChromium('cats', seen, async (browser) => {
   const page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
   page.setDefaultTimeout(TIMEOUT_MS);
-  page.on('console', (msg) => {
-    if (msg.type() !== 'error') return;
-    const text = msg.text();
-    if (!signedIn && expectedBeforeSignIn(text)) seen.ignored.push(text);
-    else seen.console_errors.push(text);
-  });
-  page.on('pageerror', (err) => seen.page_errors.push(String(err)));
-  // Which request a "Failed to load resource" console error was about.
-  page.on('response', (r) => {
-    if (r.status() >= 400) {
-      seen.failed_requests.push(`${r.status()} ${r.request().method()} ${r.url()}`);
-    }
-  });
+  watchErrors(page, seen, { signIn: true, failedRequests: true });
 
-  await signUp(page);
+  await signUp(page, seen, BASE_URL, ACCOUNT);
   await page.getByRole('link', { name: 'Cats', exact: true }).click();
   await page.waitForURL((url) => url.pathname === '/cats');
 
@@ -285,12 +217,4 @@ try {
     Boolean(k.caretaker_reply) &&
     seen.console_errors.length === 0 &&
     seen.page_errors.length === 0;
-} catch (err) {
-  seen.error = String(err && err.stack ? err.stack.split('\n').slice(0, 3).join(' | ') : err);
-} finally {
-  if (browser) await browser.close().catch(() => {});
-  rmSync(profile, { recursive: true, force: true });
-}
-
-console.log(JSON.stringify(seen));
-process.exit(seen.ok ? 0 : 1);
+});

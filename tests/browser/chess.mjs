@@ -11,16 +11,10 @@
 // Environment: BASE_URL; CHROMIUM (default /usr/bin/chromium); SCREENSHOT_DIR, when set,
 // receives screenshots of the board and the review.
 
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
+import { requireEnv, runInChromium, watchErrors } from './common.mjs';
 
-const BASE_URL = process.env.BASE_URL;
-if (!BASE_URL) {
-  console.log(JSON.stringify({ ok: false, error: 'BASE_URL is not set' }));
-  process.exit(2);
-}
+const BASE_URL = requireEnv('BASE_URL');
 // The agent searches before it answers; a debug-built server on a busy machine is slow.
 const TIMEOUT_MS = 60_000;
 
@@ -117,29 +111,10 @@ async function playAndWait(page, how) {
   await waitForTurn(page);
 }
 
-const profile = mkdtempSync(join(tmpdir(), 'lachesis-chess-'));
-let browser;
-try {
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-    env: { ...process.env, HOME: profile },
-  });
+await runInChromium('chess', seen, async (browser) => {
   const page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
   page.setDefaultTimeout(TIMEOUT_MS);
-  page.on('console', (msg) => {
-    if (msg.type() === 'error') seen.console_errors.push(msg.text());
-  });
-  page.on('pageerror', (err) => seen.page_errors.push(String(err)));
+  watchErrors(page, seen);
   // Moves must travel over the app's one socket, not the HTTP fallback.
   page.on('websocket', (ws) =>
     ws.on('framesent', (frame) => {
@@ -297,12 +272,4 @@ try {
     !seen.reloaded &&
     seen.console_errors.length === 0 &&
     seen.page_errors.length === 0;
-} catch (err) {
-  seen.error = String(err && err.stack ? err.stack.split('\n').slice(0, 3).join(' | ') : err);
-} finally {
-  if (browser) await browser.close().catch(() => {});
-  rmSync(profile, { recursive: true, force: true });
-}
-
-console.log(JSON.stringify(seen));
-process.exit(seen.ok ? 0 : 1);
+});

@@ -7,28 +7,15 @@
 //
 // Environment: BASE_URL, USERNAME, PASSWORD, RUN, TOKEN; CHROMIUM (default /usr/bin/chromium);
 // SCREENSHOT_DIR, when set, receives a full-page screenshot of the dashboard.
-// playwright-core drives the system Chromium: never `npx playwright install` (it downloads a
-// browser; this machine has no network for that).
 
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
+import { requireEnv, runInChromium, signIn, watchErrors } from './common.mjs';
 
-const env = (name) => {
-  const value = process.env[name];
-  if (!value) {
-    console.log(JSON.stringify({ ok: false, error: `${name} is not set` }));
-    process.exit(2);
-  }
-  return value;
-};
-
-const BASE_URL = env('BASE_URL');
-const USERNAME = env('USERNAME');
-const PASSWORD = env('PASSWORD');
-const RUN = env('RUN');
-const TOKEN = env('TOKEN');
+const BASE_URL = requireEnv('BASE_URL');
+const USERNAME = requireEnv('USERNAME');
+const PASSWORD = requireEnv('PASSWORD');
+const RUN = requireEnv('RUN');
+const TOKEN = requireEnv('TOKEN');
 const GROUPS = 3;
 const TIMEOUT_MS = 30_000;
 
@@ -48,12 +35,6 @@ const seen = {
   ignored: [],
   error: null,
 };
-
-// Before sign-in the app asks `/api/me` and is told 401 (that is how it learns nobody is signed
-// in); Chromium logs every non-2xx fetch as a console error. Only that one is expected.
-let signedIn = false;
-const expectedBeforeSignIn = (text) =>
-  text.includes('Failed to load resource') && text.includes('401');
 
 // A scored group as an Atropos environment posts it, with chat messages for the table's texts.
 const group = (i) => ({
@@ -89,33 +70,10 @@ const snapshot = (page) =>
     };
   });
 
-const profile = mkdtempSync(join(tmpdir(), 'lachesis-e2e-'));
-let browser;
-try {
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    // Quiet on a closed network (TOOLCHAIN.md); Playwright supplies its own profile directory.
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-    env: { ...process.env, HOME: profile },
-  });
+await runInChromium('e2e', seen, async (browser) => {
   const page = await browser.newPage();
   page.setDefaultTimeout(TIMEOUT_MS);
-  page.on('console', (msg) => {
-    if (msg.type() !== 'error') return;
-    const text = msg.text();
-    if (!signedIn && expectedBeforeSignIn(text)) seen.ignored.push(text);
-    else seen.console_errors.push(text);
-  });
-  page.on('pageerror', (err) => seen.page_errors.push(String(err)));
+  watchErrors(page, seen, { signIn: true });
 
   // The app loads at its root; from there on every move is client-side routing, as a person
   // clicking through it would do.
@@ -123,13 +81,7 @@ try {
   await page.getByRole('link', { name: 'Sign in' }).click();
 
   // Sign in through the form.
-  await page.getByTestId('login-username').fill(USERNAME);
-  await page.getByTestId('login-password').fill(PASSWORD);
-  await page.getByTestId('login-submit').click();
-  await page.waitForURL((url) => !url.pathname.startsWith('/login'));
-  await page.getByTestId('nav-user').filter({ hasText: USERNAME }).waitFor();
-  signedIn = true;
-  seen.signed_in = true;
+  await signIn(page, seen, { username: USERNAME, password: PASSWORD });
 
   // The dashboard, opened from the runs list, connected.
   await page.getByTestId('runs-table').getByRole('link', { name: RUN, exact: true }).click();
@@ -200,12 +152,4 @@ try {
     seen.after.rows >= seen.before.rows + GROUPS &&
     seen.console_errors.length === 0 &&
     seen.page_errors.length === 0;
-} catch (err) {
-  seen.error = String(err && err.stack ? err.stack.split('\n').slice(0, 3).join(' | ') : err);
-} finally {
-  if (browser) await browser.close().catch(() => {});
-  rmSync(profile, { recursive: true, force: true });
-}
-
-console.log(JSON.stringify(seen));
-process.exit(seen.ok ? 0 : 1);
+});

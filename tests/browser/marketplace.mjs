@@ -29,19 +29,12 @@
 //   ROUNDS_TIMEOUT_MS   how long to wait for the live round and the budget change (default 120000)
 //   CHROMIUM            default /usr/bin/chromium;  SCREENSHOT_DIR: receives marketplace.png
 
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
+import { accountFromEnv, requireEnv, runInChromium, signUp, watchErrors } from './common.mjs';
 
-const BASE_URL = process.env.BASE_URL;
-if (!BASE_URL) {
-  console.log(JSON.stringify({ ok: false, error: 'BASE_URL is not set' }));
-  process.exit(2);
-}
-const USERNAME = process.env.USERNAME || `market${Date.now().toString(36)}`;
-const PASSWORD = process.env.PASSWORD || 'a long enough password';
-const TEAM = process.env.TEAM || '';
+const BASE_URL = requireEnv('BASE_URL');
+const ACCOUNT = accountFromEnv('market');
 const CARDS = (
   process.env.CARDS ||
   'panel-chair,feline-vet,nutritionist,safety-inspector,play-therapist,llm-generalist,llm-rigorous'
@@ -79,39 +72,6 @@ const seen = {
   failed_requests: [],
   error: null,
 };
-
-// Before sign-in the app asks `/api/me` and is told 401; Chromium logs that as a console error.
-let signedIn = false;
-const expectedBeforeSignIn = (text) =>
-  text.includes('Failed to load resource') && text.includes('401');
-
-// Signs up through the form when the server asks for sign-in at all.
-async function signUp(page) {
-  const state = await (await page.request.get(`${BASE_URL}/api/auth/state`)).json();
-  seen.auth = state.enabled ? 'on' : 'off';
-  if (!state.enabled) {
-    signedIn = true;
-    await page.goto(`${BASE_URL}/`);
-    return;
-  }
-  await page.goto(`${BASE_URL}/login`);
-  if (state.needs_first_owner) {
-    await page.getByTestId('setup-username').fill(USERNAME);
-    await page.getByTestId('setup-password').fill(PASSWORD);
-    await page.getByTestId('setup-team').fill(TEAM || `${USERNAME}-team`);
-    await page.getByTestId('setup-submit').click();
-  } else {
-    await page.getByRole('button', { name: 'Register' }).click();
-    await page.getByTestId('login-username').fill(USERNAME);
-    await page.getByTestId('login-password').fill(PASSWORD);
-    if (TEAM) await page.getByTestId('login-team').fill(TEAM);
-    await page.getByTestId('login-submit').click();
-  }
-  await page.waitForURL((url) => !url.pathname.startsWith('/login'));
-  await page.getByTestId('nav-user').filter({ hasText: USERNAME }).waitFor();
-  signedIn = true;
-  seen.signed_in = true;
-}
 
 // What the page shows now: feed episodes, each budget's available text, evaluations per card.
 const snapshot = (page) =>
@@ -161,40 +121,12 @@ async function trigger(page) {
   );
 }
 
-const profile = mkdtempSync(join(tmpdir(), 'lachesis-market-'));
-let browser;
-try {
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-    env: { ...process.env, HOME: profile },
-  });
+await runInChromium('market', seen, async (browser) => {
   const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
   page.setDefaultTimeout(TIMEOUT_MS);
-  page.on('console', (msg) => {
-    if (msg.type() !== 'error') return;
-    const text = msg.text();
-    if (!signedIn && expectedBeforeSignIn(text)) seen.ignored.push(text);
-    else seen.console_errors.push(text);
-  });
-  page.on('pageerror', (err) => seen.page_errors.push(String(err)));
-  // Which request a "Failed to load resource" console error was about.
-  page.on('response', (r) => {
-    if (r.status() >= 400) {
-      seen.failed_requests.push(`${r.status()} ${r.request().method()} ${r.url()}`);
-    }
-  });
+  watchErrors(page, seen, { signIn: true, failedRequests: true });
 
-  await signUp(page);
+  await signUp(page, seen, BASE_URL, ACCOUNT);
 
   // The page, from the navigation bar, connected and subscribed.
   await page.getByRole('link', { name: 'Marketplace', exact: true }).click();
@@ -340,12 +272,4 @@ try {
     !seen.reloaded &&
     seen.console_errors.length === 0 &&
     seen.page_errors.length === 0;
-} catch (err) {
-  seen.error = String(err && err.stack ? err.stack.split('\n').slice(0, 3).join(' | ') : err);
-} finally {
-  if (browser) await browser.close().catch(() => {});
-  rmSync(profile, { recursive: true, force: true });
-}
-
-console.log(JSON.stringify(seen));
-process.exit(seen.ok ? 0 : 1);
+});

@@ -10,24 +10,14 @@
 // Environment: BASE_URL, DIFFICULTY, SEED, OBJECT (the movable object's id), COLOR ("r,g,b" in
 // 0..1); CHROMIUM (default /usr/bin/chromium); SCREENSHOT_DIR (optional).
 
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
+import { requireEnv, runInChromium, watchErrors } from './common.mjs';
 
-const env = (name) => {
-  const value = process.env[name];
-  if (!value) {
-    console.log(JSON.stringify({ ok: false, error: `${name} is not set` }));
-    process.exit(2);
-  }
-  return value;
-};
-const BASE_URL = env('BASE_URL');
-const DIFFICULTY = env('DIFFICULTY');
-const SEED = env('SEED');
-const OBJECT = env('OBJECT');
-const COLOR = env('COLOR').split(',').map(Number);
+const BASE_URL = requireEnv('BASE_URL');
+const DIFFICULTY = requireEnv('DIFFICULTY');
+const SEED = requireEnv('SEED');
+const OBJECT = requireEnv('OBJECT');
+const COLOR = requireEnv('COLOR').split(',').map(Number);
 const TIMEOUT_MS = 30_000;
 
 const seen = {
@@ -98,29 +88,9 @@ const objectDrawnAt = async (page, testid) => {
   }
 };
 
-const userDataDir = mkdtempSync(join(tmpdir(), 'lachesis-spatial-'));
-let browser;
-try {
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    // Quiet on a closed network (TOOLCHAIN.md); Playwright supplies its own profile directory.
-    env: { ...process.env, HOME: userDataDir },
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+await runInChromium('spatial', seen, async (browser) => {
   const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
-  page.on('console', (msg) => {
-    if (msg.type() === 'error') seen.console_errors.push(msg.text());
-  });
-  page.on('pageerror', (err) => seen.page_errors.push(String(err)));
+  watchErrors(page, seen);
 
   // 1. The live viewer.
   await page.goto(`${BASE_URL}/spatial`);
@@ -170,11 +140,4 @@ try {
     seen.live_object_drawn &&
     seen.console_errors.length === 0 &&
     seen.page_errors.length === 0;
-} catch (err) {
-  seen.error = String(err && err.stack ? err.stack : err);
-} finally {
-  if (browser) await browser.close();
-  rmSync(userDataDir, { recursive: true, force: true });
-}
-console.log(JSON.stringify(seen));
-process.exit(seen.ok ? 0 : 1);
+}, { stackLines: Infinity });

@@ -43,6 +43,30 @@ pub struct ScriptRun {
     pub stderr: String,
 }
 
+impl ScriptRun {
+    /// Asserts the script exited 0 with `"ok": true` and the page logged no console error and
+    /// threw no page error; returns its report.
+    pub fn passed(self) -> Value {
+        let Self {
+            report,
+            status,
+            stderr,
+        } = self;
+        assert!(
+            status.success(),
+            "the browser check failed ({status}): {report:#}\nstderr: {stderr}"
+        );
+        assert_eq!(report["ok"], true, "{report:#}");
+        assert_eq!(
+            report["console_errors"],
+            serde_json::json!([]),
+            "{report:#}"
+        );
+        assert_eq!(report["page_errors"], serde_json::json!([]), "{report:#}");
+        report
+    }
+}
+
 /// Runs `tests/browser/<script>` against `base_url` with extra environment variables (and
 /// `SCREENSHOT_DIR` from `LACHESIS_SCREENSHOT_DIR`), waiting at most `limit`. Panics with both
 /// outputs when the script prints no JSON report.

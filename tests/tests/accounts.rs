@@ -2,17 +2,14 @@
 //! neither read nor write team B's runs over any route family, over HTTP or the live socket.
 
 use futures::{SinkExt, StreamExt};
-use lachesis_tests::{TestApp, config_for, fresh_database, group, registration};
+use lachesis_tests::{Caller, TestApp, config_for, fresh_database, group, registration};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 /// A signed-in browser: its session cookie and CSRF token.
-struct Session {
-    cookie: String,
-    csrf: String,
-}
+type Session = (String, String);
 
 async fn auth_app() -> TestApp {
     let mut config = config_for(&fresh_database().await);
@@ -45,55 +42,18 @@ async fn session_from(response: reqwest::Response) -> Session {
     }
     let cookie = set_cookie.split(';').next().unwrap().to_string();
     let me: Value = response.json().await.unwrap();
-    Session {
-        cookie,
-        csrf: me["csrf_token"].as_str().unwrap().to_string(),
-    }
-}
-
-/// A request as a signed-in user (CSRF header included) or with a bearer token.
-enum As<'a> {
-    User(&'a Session),
-    Token(&'a str),
-    Nobody,
-}
-
-async fn call(
-    app: &TestApp,
-    who: As<'_>,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    let mut request = app.client.request(method, app.url(path));
-    request = match who {
-        As::User(s) => request
-            .header("cookie", &s.cookie)
-            .header("x-csrf-token", &s.csrf),
-        As::Token(t) => request.bearer_auth(t),
-        As::Nobody => request,
-    };
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status();
-    let text = response.text().await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
+    (cookie, me["csrf_token"].as_str().unwrap().to_string())
 }
 
 async fn new_token(app: &TestApp, owner: &Session, team: &str, body: Value) -> String {
-    let (status, created) = call(
-        app,
-        As::User(owner),
-        Method::POST,
-        &format!("/api/teams/{team}/tokens"),
-        Some(body),
-    )
-    .await;
+    let (status, created) = app
+        .call(
+            Caller::Session(owner),
+            Method::POST,
+            &format!("/api/teams/{team}/tokens"),
+            Some(body),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK, "{created}");
     created["token"].as_str().unwrap().to_string()
 }
@@ -107,21 +67,23 @@ async fn the_first_run_creates_one_owner_and_passwords_are_stored_as_argon2id() 
         json!({"enabled": true, "needs_first_owner": true, "registration": "open"})
     );
     let owner = sign_up(&app, "/api/auth/setup", "ada", "lab").await;
-    let (status, me) = call(&app, As::User(&owner), Method::GET, "/api/me", None).await;
+    let (status, me) = app
+        .call(Caller::Session(&owner), Method::GET, "/api/me", None)
+        .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(me["user"]["username"], "ada");
     assert_eq!(me["teams"], json!([{"team": "lab", "role": "owner"}]));
-    let (again, _) = call(
-        &app,
-        As::Nobody,
-        Method::POST,
-        "/api/auth/setup",
-        Some(json!({"username": "eve", "password": "a long enough password", "team": "x"})),
-    )
-    .await;
+    let (again, _) = app
+        .call(
+            Caller::Nobody,
+            Method::POST,
+            "/api/auth/setup",
+            Some(json!({"username": "eve", "password": "a long enough password", "team": "x"})),
+        )
+        .await;
     assert_eq!(again, StatusCode::CONFLICT);
     assert_eq!(app.get("/api/auth/state").await["needs_first_owner"], false);
-    let (anonymous, _) = call(&app, As::Nobody, Method::GET, "/api/me", None).await;
+    let (anonymous, _) = app.call(Caller::Nobody, Method::GET, "/api/me", None).await;
     assert_eq!(anonymous, StatusCode::UNAUTHORIZED);
     let db = sqlx::PgPool::connect(&app.database_url).await.unwrap();
     let (hash,): (String,) =
@@ -130,23 +92,23 @@ async fn the_first_run_creates_one_owner_and_passwords_are_stored_as_argon2id() 
             .await
             .unwrap();
     assert!(hash.starts_with("$argon2id$") && !hash.contains("a long enough password"));
-    let (short, body) = call(
-        &app,
-        As::Nobody,
-        Method::POST,
-        "/api/auth/register",
-        Some(json!({"username": "bob", "password": "short"})),
-    )
-    .await;
+    let (short, body) = app
+        .call(
+            Caller::Nobody,
+            Method::POST,
+            "/api/auth/register",
+            Some(json!({"username": "bob", "password": "short"})),
+        )
+        .await;
     assert_eq!(short, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-    let (bad_json, body) = call(
-        &app,
-        As::Nobody,
-        Method::POST,
-        "/api/auth/login",
-        Some(json!({"user": 1})),
-    )
-    .await;
+    let (bad_json, body) = app
+        .call(
+            Caller::Nobody,
+            Method::POST,
+            "/api/auth/login",
+            Some(json!({"user": 1})),
+        )
+        .await;
     assert_eq!(bad_json, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(body["detail"].is_string(), "{body}");
 }
@@ -157,35 +119,37 @@ async fn sign_in_is_rate_limited_and_sign_out_ends_the_session() {
     let owner = sign_up(&app, "/api/auth/setup", "ada", "lab").await;
     let login = |password: &str| json!({"username": "ada", "password": password});
     for _ in 0..5 {
-        let (status, _) = call(
-            &app,
-            As::Nobody,
-            Method::POST,
-            "/api/auth/login",
-            Some(login("wrong password!")),
-        )
-        .await;
+        let (status, _) = app
+            .call(
+                Caller::Nobody,
+                Method::POST,
+                "/api/auth/login",
+                Some(login("wrong password!")),
+            )
+            .await;
         assert_eq!(status, StatusCode::UNAUTHORIZED);
     }
-    let (limited, _) = call(
-        &app,
-        As::Nobody,
-        Method::POST,
-        "/api/auth/login",
-        Some(login("a long enough password")),
-    )
-    .await;
+    let (limited, _) = app
+        .call(
+            Caller::Nobody,
+            Method::POST,
+            "/api/auth/login",
+            Some(login("a long enough password")),
+        )
+        .await;
     assert_eq!(limited, StatusCode::TOO_MANY_REQUESTS);
-    let (out, _) = call(
-        &app,
-        As::User(&owner),
-        Method::POST,
-        "/api/auth/logout",
-        None,
-    )
-    .await;
+    let (out, _) = app
+        .call(
+            Caller::Session(&owner),
+            Method::POST,
+            "/api/auth/logout",
+            None,
+        )
+        .await;
     assert_eq!(out, StatusCode::NO_CONTENT);
-    let (after, _) = call(&app, As::User(&owner), Method::GET, "/api/me", None).await;
+    let (after, _) = app
+        .call(Caller::Session(&owner), Method::GET, "/api/me", None)
+        .await;
     assert_eq!(after, StatusCode::UNAUTHORIZED);
 }
 
@@ -196,25 +160,25 @@ async fn cookie_mutations_need_the_csrf_token() {
     let without = app
         .client
         .post(app.url("/api/teams"))
-        .header("cookie", &owner.cookie)
+        .header("cookie", &owner.0)
         .json(&json!({"name": "second"}))
         .send()
         .await
         .unwrap();
     assert_eq!(without.status(), StatusCode::FORBIDDEN);
-    let (with, _) = call(
-        &app,
-        As::User(&owner),
-        Method::POST,
-        "/api/teams",
-        Some(json!({"name": "second"})),
-    )
-    .await;
+    let (with, _) = app
+        .call(
+            Caller::Session(&owner),
+            Method::POST,
+            "/api/teams",
+            Some(json!({"name": "second"})),
+        )
+        .await;
     assert_eq!(with, StatusCode::OK);
     let trajectory = app
         .client
         .post(app.url("/runs/r1/register"))
-        .header("cookie", &owner.cookie)
+        .header("cookie", &owner.0)
         .json(&registration(2))
         .send()
         .await
@@ -227,14 +191,14 @@ async fn tokens_are_shown_once_stored_hashed_and_revocable() {
     let app = auth_app().await;
     let owner = sign_up(&app, "/api/auth/setup", "ada", "lab").await;
     let token = new_token(&app, &owner, "lab", json!({"name": "trainer", "run": "r1"})).await;
-    let (_, listed) = call(
-        &app,
-        As::User(&owner),
-        Method::GET,
-        "/api/teams/lab/tokens",
-        None,
-    )
-    .await;
+    let (_, listed) = app
+        .call(
+            Caller::Session(&owner),
+            Method::GET,
+            "/api/teams/lab/tokens",
+            None,
+        )
+        .await;
     assert_eq!(listed.as_array().unwrap().len(), 1);
     assert!(
         !listed.to_string().contains(&token),
@@ -249,31 +213,35 @@ async fn tokens_are_shown_once_stored_hashed_and_revocable() {
     assert_eq!(stored[0].0.len(), 32);
     assert!(!String::from_utf8_lossy(&stored[0].0).contains(&token));
     // A run-scoped token serves its run on the legacy paths, as unmodified atroposlib clients call.
-    let (registered, _) = call(
-        &app,
-        As::Token(&token),
-        Method::POST,
-        "/register",
-        Some(registration(2)),
-    )
-    .await;
+    let (registered, _) = app
+        .call(
+            Caller::Token(&token),
+            Method::POST,
+            "/register",
+            Some(registration(2)),
+        )
+        .await;
     assert_eq!(registered, StatusCode::OK);
-    let (info, body) = call(&app, As::Token(&token), Method::GET, "/runs/r1/info", None).await;
+    let (info, body) = app
+        .call(Caller::Token(&token), Method::GET, "/runs/r1/info", None)
+        .await;
     assert_eq!(
         (info, body["batch_size"].clone()),
         (StatusCode::OK, json!(2))
     );
     let id = listed[0]["id"].as_i64().unwrap();
-    let (revoked, _) = call(
-        &app,
-        As::User(&owner),
-        Method::DELETE,
-        &format!("/api/teams/lab/tokens/{id}"),
-        None,
-    )
-    .await;
+    let (revoked, _) = app
+        .call(
+            Caller::Session(&owner),
+            Method::DELETE,
+            &format!("/api/teams/lab/tokens/{id}"),
+            None,
+        )
+        .await;
     assert_eq!(revoked, StatusCode::NO_CONTENT);
-    let (after, _) = call(&app, As::Token(&token), Method::GET, "/info", None).await;
+    let (after, _) = app
+        .call(Caller::Token(&token), Method::GET, "/info", None)
+        .await;
     assert_eq!(after, StatusCode::UNAUTHORIZED);
 }
 
@@ -289,18 +257,19 @@ async fn a_member_of_team_b_can_neither_read_nor_write_team_a_runs() {
         ("/runs/a-run/register", registration(1)),
         ("/runs/a-run/scored_data", group(1, 2, None)),
     ] {
-        let (status, answer) =
-            call(&app, As::Token(&a_token), Method::POST, path, Some(body)).await;
+        let (status, answer) = app
+            .call(Caller::Token(&a_token), Method::POST, path, Some(body))
+            .await;
         assert_eq!(status, StatusCode::OK, "{path}: {answer}");
     }
-    let (own, _) = call(
-        &app,
-        As::User(&alice),
-        Method::GET,
-        "/api/runs/a-run/metrics",
-        None,
-    )
-    .await;
+    let (own, _) = app
+        .call(
+            Caller::Session(&alice),
+            Method::GET,
+            "/api/runs/a-run/metrics",
+            None,
+        )
+        .await;
     assert_eq!(own, StatusCode::OK);
 
     let trajectory: Vec<(Method, &str, Option<Value>)> = vec![
@@ -362,49 +331,57 @@ async fn a_member_of_team_b_can_neither_read_nor_write_team_a_runs() {
         (Method::DELETE, "/api/teams/team-a/tokens/1", None),
     ];
     for (method, path, body) in trajectory.iter().chain(&dashboards).chain(&teams) {
-        for who in [As::User(&bob), As::Token(&b_token)] {
+        for who in [Caller::Session(&bob), Caller::Token(&b_token)] {
             let label = match who {
-                As::User(_) => "bob's session",
+                Caller::Session(_) => "bob's session",
                 _ => "team B's token",
             };
-            let (status, answer) = call(&app, who, method.clone(), path, body.clone()).await;
+            let (status, answer) = app.call(who, method.clone(), path, body.clone()).await;
             let refused = [StatusCode::NOT_FOUND, StatusCode::FORBIDDEN].contains(&status);
             assert!(
                 refused,
                 "{label} got {status} for {method} {path}: {answer}"
             );
         }
-        let (status, _) = call(&app, As::Nobody, method.clone(), path, body.clone()).await;
+        let (status, _) = app
+            .call(Caller::Nobody, method.clone(), path, body.clone())
+            .await;
         assert!(
             status == StatusCode::UNAUTHORIZED || status == StatusCode::NOT_FOUND,
             "anonymous got {status} for {method} {path}"
         );
     }
-    let (_, listed) = call(&app, As::User(&bob), Method::GET, "/api/runs", None).await;
+    let (_, listed) = app
+        .call(Caller::Session(&bob), Method::GET, "/api/runs", None)
+        .await;
     assert!(!listed.to_string().contains("a-run"), "{listed}");
     // Nothing changed: still one group, still private, still alice's team and token.
-    let (_, metrics) = call(
-        &app,
-        As::User(&alice),
-        Method::GET,
-        "/api/runs/a-run/metrics",
-        None,
-    )
-    .await;
+    let (_, metrics) = app
+        .call(
+            Caller::Session(&alice),
+            Method::GET,
+            "/api/runs/a-run/metrics",
+            None,
+        )
+        .await;
     assert_eq!(metrics["groups"].as_array().unwrap().len(), 1);
-    let (_, members) = call(
-        &app,
-        As::User(&alice),
-        Method::GET,
-        "/api/teams/team-a/members",
-        None,
-    )
-    .await;
+    let (_, members) = app
+        .call(
+            Caller::Session(&alice),
+            Method::GET,
+            "/api/teams/team-a/members",
+            None,
+        )
+        .await;
     assert_eq!(members, json!([{"username": "alice", "role": "owner"}]));
     // The model and Prometheus: any signed-in caller, and the admin token only, respectively.
-    let (inference, _) = call(&app, As::Nobody, Method::GET, "/v1/models", None).await;
+    let (inference, _) = app
+        .call(Caller::Nobody, Method::GET, "/v1/models", None)
+        .await;
     assert_eq!(inference, StatusCode::UNAUTHORIZED);
-    let (prometheus, _) = call(&app, As::Token(&b_token), Method::GET, "/metrics", None).await;
+    let (prometheus, _) = app
+        .call(Caller::Token(&b_token), Method::GET, "/metrics", None)
+        .await;
     assert_eq!(prometheus, StatusCode::UNAUTHORIZED);
     // The live socket: bob's subscription to team A's run is refused, alice's accepted.
     assert_eq!(subscribe(&app, &bob, "a-run").await["type"], "error");
@@ -420,7 +397,7 @@ async fn subscribe(app: &TestApp, session: &Session, run: &str) -> Value {
         .unwrap();
     request
         .headers_mut()
-        .insert("cookie", session.cookie.parse().unwrap());
+        .insert("cookie", session.0.parse().unwrap());
     let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
     let welcome = next_json(&mut socket).await;
     assert_eq!(welcome["type"], "welcome");
@@ -453,78 +430,82 @@ async fn roles_and_public_runs_grant_reading_without_writing() {
         json!({"name": "a", "run": "shared"}),
     )
     .await;
-    let (status, _) = call(
-        &app,
-        As::Token(&token),
-        Method::POST,
-        "/register",
-        Some(registration(1)),
-    )
-    .await;
+    let (status, _) = app
+        .call(
+            Caller::Token(&token),
+            Method::POST,
+            "/register",
+            Some(registration(1)),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK);
-    let (added, _) = call(
-        &app,
-        As::User(&alice),
-        Method::POST,
-        "/api/teams/team-a/members",
-        Some(json!({"username": "carol", "role": "viewer"})),
-    )
-    .await;
+    let (added, _) = app
+        .call(
+            Caller::Session(&alice),
+            Method::POST,
+            "/api/teams/team-a/members",
+            Some(json!({"username": "carol", "role": "viewer"})),
+        )
+        .await;
     assert_eq!(added, StatusCode::OK);
-    let (reads, _) = call(
-        &app,
-        As::User(&carol),
-        Method::GET,
-        "/api/runs/shared",
-        None,
-    )
-    .await;
+    let (reads, _) = app
+        .call(
+            Caller::Session(&carol),
+            Method::GET,
+            "/api/runs/shared",
+            None,
+        )
+        .await;
     assert_eq!(reads, StatusCode::OK);
-    let (writes, _) = call(
-        &app,
-        As::User(&carol),
-        Method::PUT,
-        "/api/runs/shared/visibility",
-        Some(json!({"public": true})),
-    )
-    .await;
+    let (writes, _) = app
+        .call(
+            Caller::Session(&carol),
+            Method::PUT,
+            "/api/runs/shared/visibility",
+            Some(json!({"public": true})),
+        )
+        .await;
     assert_eq!(writes, StatusCode::FORBIDDEN);
-    let (last_owner, _) = call(
-        &app,
-        As::User(&alice),
-        Method::POST,
-        "/api/teams/team-a/members",
-        Some(json!({"username": "alice", "role": "member"})),
-    )
-    .await;
+    let (last_owner, _) = app
+        .call(
+            Caller::Session(&alice),
+            Method::POST,
+            "/api/teams/team-a/members",
+            Some(json!({"username": "alice", "role": "member"})),
+        )
+        .await;
     assert_eq!(
         last_owner,
         StatusCode::UNPROCESSABLE_ENTITY,
         "a team keeps an owner"
     );
-    let (anonymous, _) = call(&app, As::Nobody, Method::GET, "/api/runs/shared", None).await;
+    let (anonymous, _) = app
+        .call(Caller::Nobody, Method::GET, "/api/runs/shared", None)
+        .await;
     assert_eq!(anonymous, StatusCode::UNAUTHORIZED);
-    let (public, _) = call(
-        &app,
-        As::User(&alice),
-        Method::PUT,
-        "/api/runs/shared/visibility",
-        Some(json!({"public": true})),
-    )
-    .await;
+    let (public, _) = app
+        .call(
+            Caller::Session(&alice),
+            Method::PUT,
+            "/api/runs/shared/visibility",
+            Some(json!({"public": true})),
+        )
+        .await;
     assert_eq!(public, StatusCode::NO_CONTENT);
-    let (visitor, run) = call(&app, As::Nobody, Method::GET, "/api/runs/shared", None).await;
+    let (visitor, run) = app
+        .call(Caller::Nobody, Method::GET, "/api/runs/shared", None)
+        .await;
     assert_eq!(
         (visitor, run["public"].clone()),
         (StatusCode::OK, json!(true))
     );
-    let (visitor_writes, _) = call(
-        &app,
-        As::Nobody,
-        Method::POST,
-        "/runs/shared/scored_data",
-        Some(group(1, 2, None)),
-    )
-    .await;
+    let (visitor_writes, _) = app
+        .call(
+            Caller::Nobody,
+            Method::POST,
+            "/runs/shared/scored_data",
+            Some(group(1, 2, None)),
+        )
+        .await;
     assert_eq!(visitor_writes, StatusCode::UNAUTHORIZED);
 }

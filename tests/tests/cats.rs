@@ -7,8 +7,8 @@ use lachesis::envs::cat_caretaker::data::CatData;
 use lachesis::envs::{EnvOptions, Environment};
 use lachesis_shared::cats::{CatRole, CatSession, CatTurn};
 use lachesis_tests::scripted::ScriptedPolicy;
-use lachesis_tests::{TestApp, config_for, fresh_database, sign_up};
-use reqwest::StatusCode;
+use lachesis_tests::{Caller, TestApp, config_for, fresh_database, sign_up};
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 fn env(max_turns: usize, group_size: usize) -> CatCaretakerEnv {
@@ -108,26 +108,17 @@ async fn the_embedded_model_cares_for_the_cat_and_its_group_reaches_the_trajecto
     assert_eq!(sent[0].scores, group.scores());
 }
 
+/// A signed-in browser: its session cookie and CSRF token.
 struct Player<'a> {
     app: &'a TestApp,
-    cookie: String,
-    csrf: String,
+    session: (String, String),
 }
 
 impl Player<'_> {
-    async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {
-        let mut request = match method {
-            "POST" => self.app.client.post(self.app.url(path)),
-            _ => self.app.client.get(self.app.url(path)),
-        }
-        .header("cookie", &self.cookie)
-        .header("x-csrf-token", &self.csrf);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.unwrap();
-        let status = response.status();
-        (status, response.json().await.unwrap_or(Value::Null))
+    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        self.app
+            .call(Caller::Session(&self.session), method, path, body)
+            .await
     }
 }
 
@@ -141,27 +132,23 @@ async fn a_person_plays_the_caretaker_or_the_cat_and_bad_moves_change_nothing() 
     config.auth = true;
     config.model = Some(lachesis_tests::model_path());
     let app = TestApp::spawn_with(config).await;
-    let (cookie, csrf) = sign_up(&app, "/api/auth/setup", "tabby", "cat-lovers").await;
     let me = Player {
         app: &app,
-        cookie,
-        csrf,
+        session: sign_up(&app, "/api/auth/setup", "tabby", "cat-lovers").await,
     };
-    let (cookie, csrf) = sign_up(&app, "/api/auth/register", "rex", "dog-people").await;
     let other = Player {
         app: &app,
-        cookie,
-        csrf,
+        session: sign_up(&app, "/api/auth/register", "rex", "dog-people").await,
     };
 
-    let (status, behaviors) = me.call("GET", "/api/cats/behaviors", None).await;
+    let (status, behaviors) = me.call(Method::GET, "/api/cats/behaviors", None).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(behaviors.as_array().unwrap().len(), 35);
 
     // As the caretaker: the cat opens, the need stays hidden until the verdict.
     let (status, created) = me
         .call(
-            "POST",
+            Method::POST,
             "/api/cats/sessions",
             Some(json!({"role": "caretaker", "seed": 7})),
         )
@@ -181,19 +168,23 @@ async fn a_person_plays_the_caretaker_or_the_cat_and_bad_moves_change_nothing() 
         json!({"turn": {"speaker": "dog", "text": "woof"}}),
         json!({"turn": {"speaker": "caretaker", "text": "hi"}, "extra": 1}),
     ] {
-        let (status, body) = me.call("POST", &turns, Some(bad.clone())).await;
+        let (status, body) = me.call(Method::POST, &turns, Some(bad.clone())).await;
         assert!(status.is_client_error(), "{bad} -> {status} {body}");
     }
     let (status, _) = other
         .call(
-            "POST",
+            Method::POST,
             &turns,
             Some(json!({"turn": {"speaker": "caretaker", "text": "hi"}})),
         )
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "another user cannot play it");
     let (_, unchanged) = me
-        .call("GET", &format!("/api/cats/sessions/{}", created.id), None)
+        .call(
+            Method::GET,
+            &format!("/api/cats/sessions/{}", created.id),
+            None,
+        )
         .await;
     assert_eq!(
         session(unchanged).turns.len(),
@@ -203,7 +194,7 @@ async fn a_person_plays_the_caretaker_or_the_cat_and_bad_moves_change_nothing() 
 
     let (status, after) = me
         .call(
-            "POST",
+            Method::POST,
             &turns,
             Some(json!({"turn": {"speaker": "caretaker", "text": "I pet it."}})),
         )
@@ -215,7 +206,7 @@ async fn a_person_plays_the_caretaker_or_the_cat_and_bad_moves_change_nothing() 
     let final_text = format!("I {}.", task.scenario.remedy.join(" and "));
     let (_, done) = me
         .call(
-            "POST",
+            Method::POST,
             &turns,
             Some(json!({"turn": {"speaker": "caretaker", "text": final_text}, "finish": true})),
         )
@@ -237,7 +228,7 @@ async fn a_person_plays_the_caretaker_or_the_cat_and_bad_moves_change_nothing() 
     assert!(behaviors.contains(&"Purring".to_string()), "{behaviors:?}");
     let (status, _) = me
         .call(
-            "POST",
+            Method::POST,
             &turns,
             Some(json!({"turn": {"speaker": "caretaker", "text": "more"}})),
         )
@@ -247,7 +238,7 @@ async fn a_person_plays_the_caretaker_or_the_cat_and_bad_moves_change_nothing() 
     // As the cat: the need is shown, the model answers as the caretaker.
     let (_, cat) = me
         .call(
-            "POST",
+            Method::POST,
             "/api/cats/sessions",
             Some(json!({"role": "cat", "seed": 8})),
         )
@@ -257,15 +248,14 @@ async fn a_person_plays_the_caretaker_or_the_cat_and_bad_moves_change_nothing() 
     let turns = format!("/api/cats/sessions/{}/turns", cat.id);
     let (status, body) = me
         .call(
-            "POST",
+            Method::POST,
             &turns,
             Some(json!({"turn": {"speaker": "cat", "behaviors": ["Barking"]}})),
         )
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     let (status, body) = me
-        .call(
-            "POST",
+        .call(Method::POST,
             &turns,
             Some(json!({"turn": {"speaker": "cat", "behaviors": ["Meowing", "Pacing or Restlessness"],
                 "sound": "a long meow"}})),

@@ -8,8 +8,8 @@ use futures::{SinkExt, StreamExt};
 use lachesis_shared::chess::rules::{self, START_FEN};
 use lachesis_shared::chess::{GameView, Side};
 use lachesis_shared::live::{ClientMsg, LiveErrorCode, LiveEvent, ServerMsg, Topic};
-use lachesis_tests::{TestApp, config_for, fresh_database, sign_up};
-use reqwest::StatusCode;
+use lachesis_tests::{Caller, TestApp, config_for, fresh_database, sign_up};
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -267,24 +267,6 @@ async fn a_game_is_played_checked_reviewed_exported_and_learned_from() {
     assert_eq!(listed[0]["id"], json!(next.id));
 }
 
-async fn call(
-    app: &TestApp,
-    who: Option<&(String, String)>,
-    post_body: Option<Value>,
-    path: &str,
-) -> StatusCode {
-    let mut request = match &post_body {
-        Some(body) => app.client.post(app.url(path)).json(body),
-        None => app.client.get(app.url(path)),
-    };
-    if let Some((cookie, csrf)) = who {
-        request = request
-            .header("cookie", cookie)
-            .header("x-csrf-token", csrf);
-    }
-    request.send().await.unwrap().status()
-}
-
 #[tokio::test]
 async fn with_accounts_on_a_game_is_its_players_alone() {
     let mut config = config_for(&fresh_database().await);
@@ -316,26 +298,40 @@ async fn with_accounts_on_a_game_is_its_players_alone() {
         .unwrap();
     assert_eq!(no_csrf.status(), StatusCode::FORBIDDEN);
     assert_eq!(
-        call(&app, None, None, "/api/chess/games").await,
+        app.call(Caller::Nobody, Method::GET, "/api/chess/games", None)
+            .await
+            .0,
         StatusCode::UNAUTHORIZED
     );
     assert_eq!(
-        call(&app, None, Some(json!({})), "/api/chess/games").await,
+        app.call(
+            Caller::Nobody,
+            Method::POST,
+            "/api/chess/games",
+            Some(json!({}))
+        )
+        .await
+        .0,
         StatusCode::UNAUTHORIZED
     );
 
     // Bob sees nothing of Ada's game, over every route, as if it did not exist.
-    for (body, path) in [
-        (None, format!("/api/chess/games/{id}")),
-        (None, format!("/api/chess/games/{id}/pgn")),
+    for (method, body, path) in [
+        (Method::GET, None, format!("/api/chess/games/{id}")),
+        (Method::GET, None, format!("/api/chess/games/{id}/pgn")),
         (
+            Method::POST,
             Some(json!({"uci": "e2e4"})),
             format!("/api/chess/games/{id}/moves"),
         ),
-        (Some(json!({})), format!("/api/chess/games/{id}/resign")),
+        (
+            Method::POST,
+            Some(json!({})),
+            format!("/api/chess/games/{id}/resign"),
+        ),
     ] {
         assert_eq!(
-            call(&app, Some(&bob), body, &path).await,
+            app.call(Caller::Session(&bob), method, &path, body).await.0,
             StatusCode::NOT_FOUND,
             "{path}"
         );
@@ -353,17 +349,25 @@ async fn with_accounts_on_a_game_is_its_players_alone() {
     assert_eq!(bobs_list, json!([]));
     // Ada plays on; her game is untouched by Bob's attempts.
     assert_eq!(
-        call(
-            &app,
-            Some(&ada),
-            Some(json!({"uci": "e2e4"})),
-            &format!("/api/chess/games/{id}/moves")
+        app.call(
+            Caller::Session(&ada),
+            Method::POST,
+            &format!("/api/chess/games/{id}/moves"),
+            Some(json!({"uci": "e2e4"}))
         )
-        .await,
+        .await
+        .0,
         StatusCode::OK
     );
     assert_eq!(
-        call(&app, Some(&ada), None, &format!("/api/chess/games/{id}")).await,
+        app.call(
+            Caller::Session(&ada),
+            Method::GET,
+            &format!("/api/chess/games/{id}"),
+            None
+        )
+        .await
+        .0,
         StatusCode::OK
     );
 }

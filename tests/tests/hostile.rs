@@ -10,26 +10,15 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::{self, Message, client::IntoClientRequest};
 
-/// A request as `who`.
-async fn call(
-    app: &TestApp,
-    who: Caller<'_>,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    app.call(who, method, path, body).await
-}
-
 async fn token(app: &TestApp, owner: &(String, String), body: Value) -> (i64, String) {
-    let (status, created) = call(
-        app,
-        Caller::Session(owner),
-        Method::POST,
-        "/api/teams/cats-inc/tokens",
-        Some(body),
-    )
-    .await;
+    let (status, created) = app
+        .call(
+            Caller::Session(owner),
+            Method::POST,
+            "/api/teams/cats-inc/tokens",
+            Some(body),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK, "{created}");
     (
         created["info"]["id"].as_i64().unwrap(),
@@ -58,14 +47,14 @@ async fn hosted() -> (TestApp, sqlx::PgPool, (String, String)) {
 async fn a_read_only_token_changes_nothing_anywhere() {
     let (app, db, ada) = hosted().await;
     let (_, runs) = token(&app, &ada, json!({"name": "writer", "run": "r1"})).await;
-    let (status, _) = call(
-        &app,
-        Caller::Token(&runs),
-        Method::POST,
-        "/register",
-        Some(registration(4)),
-    )
-    .await;
+    let (status, _) = app
+        .call(
+            Caller::Token(&runs),
+            Method::POST,
+            "/register",
+            Some(registration(4)),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK);
     let (_, read_only) = token(&app, &ada, json!({"name": "dashboard", "read_only": true})).await;
     let before: Vec<i64> = futures::future::join_all(
@@ -112,8 +101,9 @@ async fn a_read_only_token_changes_nothing_anywhere() {
         ),
     ];
     for (method, path, body) in attempts {
-        let (status, answer) =
-            call(&app, Caller::Token(&read_only), method.clone(), path, body).await;
+        let (status, answer) = app
+            .call(Caller::Token(&read_only), method.clone(), path, body)
+            .await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {answer}");
         assert!(
             answer["detail"].as_str().unwrap().contains("read-only"),
@@ -126,14 +116,14 @@ async fn a_read_only_token_changes_nothing_anywhere() {
     .await;
     assert_eq!(before, after, "nothing changed");
     // It still reads.
-    let (status, _) = call(
-        &app,
-        Caller::Token(&read_only),
-        Method::GET,
-        "/runs/r1/status",
-        None,
-    )
-    .await;
+    let (status, _) = app
+        .call(
+            Caller::Token(&read_only),
+            Method::GET,
+            "/runs/r1/status",
+            None,
+        )
+        .await;
     assert_eq!(status, StatusCode::OK);
 }
 
@@ -162,68 +152,70 @@ async fn a_run_scoped_token_acts_only_in_its_run_and_only_owners_publish_runs() 
             Some(json!({"public": true})),
         ),
     ] {
-        let (status, answer) = call(&app, Caller::Token(&scoped), method.clone(), path, body).await;
+        let (status, answer) = app
+            .call(Caller::Token(&scoped), method.clone(), path, body)
+            .await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {answer}");
     }
     assert_eq!(count(&db, "chess_games").await, 0);
     // Its own run, by the legacy paths and by name; another run does not exist for it.
-    let (status, _) = call(
-        &app,
-        Caller::Token(&scoped),
-        Method::POST,
-        "/register",
-        Some(registration(4)),
-    )
-    .await;
+    let (status, _) = app
+        .call(
+            Caller::Token(&scoped),
+            Method::POST,
+            "/register",
+            Some(registration(4)),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK);
-    let (status, _) = call(
-        &app,
-        Caller::Token(&scoped),
-        Method::POST,
-        "/runs/r1/register-env",
-        Some(env_registration("e", 2)),
-    )
-    .await;
+    let (status, _) = app
+        .call(
+            Caller::Token(&scoped),
+            Method::POST,
+            "/runs/r1/register-env",
+            Some(env_registration("e", 2)),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK);
-    let (status, _) = call(
-        &app,
-        Caller::Token(&scoped),
-        Method::POST,
-        "/runs/r2/register",
-        Some(registration(4)),
-    )
-    .await;
+    let (status, _) = app
+        .call(
+            Caller::Token(&scoped),
+            Method::POST,
+            "/runs/r2/register",
+            Some(registration(4)),
+        )
+        .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 
     // A member may write the team's runs but not publish them; an owner may.
     let bob = sign_up(&app, "/api/auth/register", "bob", "bobs").await;
-    let (status, _) = call(
-        &app,
-        Caller::Session(&ada),
-        Method::POST,
-        "/api/teams/cats-inc/members",
-        Some(json!({"username": "bob", "role": "member"})),
-    )
-    .await;
+    let (status, _) = app
+        .call(
+            Caller::Session(&ada),
+            Method::POST,
+            "/api/teams/cats-inc/members",
+            Some(json!({"username": "bob", "role": "member"})),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK);
     let publish = Some(json!({"public": true}));
-    let (status, _) = call(
-        &app,
-        Caller::Session(&bob),
-        Method::PUT,
-        "/api/runs/r1/visibility",
-        publish.clone(),
-    )
-    .await;
+    let (status, _) = app
+        .call(
+            Caller::Session(&bob),
+            Method::PUT,
+            "/api/runs/r1/visibility",
+            publish.clone(),
+        )
+        .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
-    let (status, _) = call(
-        &app,
-        Caller::Session(&ada),
-        Method::PUT,
-        "/api/runs/r1/visibility",
-        publish,
-    )
-    .await;
+    let (status, _) = app
+        .call(
+            Caller::Session(&ada),
+            Method::PUT,
+            "/api/runs/r1/visibility",
+            publish,
+        )
+        .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
 }
 
@@ -247,14 +239,14 @@ async fn next_text(
 async fn a_revoked_tokens_socket_goes_quiet_within_seconds() {
     let (app, _db, ada) = hosted().await;
     let (id, secret) = token(&app, &ada, json!({"name": "watcher", "run": "r1"})).await;
-    let (status, _) = call(
-        &app,
-        Caller::Token(&secret),
-        Method::POST,
-        "/register",
-        Some(registration(4)),
-    )
-    .await;
+    let (status, _) = app
+        .call(
+            Caller::Token(&secret),
+            Method::POST,
+            "/register",
+            Some(registration(4)),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK);
     let ws_url = app.base.replacen("http://", "ws://", 1) + "/ws";
     let mut request = ws_url.clone().into_client_request().unwrap();
@@ -269,14 +261,14 @@ async fn a_revoked_tokens_socket_goes_quiet_within_seconds() {
         .unwrap();
     assert_eq!(next_text(&mut ws).await.unwrap()["type"], "subscribed");
 
-    let (status, _) = call(
-        &app,
-        Caller::Session(&ada),
-        Method::DELETE,
-        &format!("/api/teams/cats-inc/tokens/{id}"),
-        None,
-    )
-    .await;
+    let (status, _) = app
+        .call(
+            Caller::Session(&ada),
+            Method::DELETE,
+            &format!("/api/teams/cats-inc/tokens/{id}"),
+            None,
+        )
+        .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
     // Whatever is still queued may arrive; then the server closes for a policy reason.
     let mut closed = None;

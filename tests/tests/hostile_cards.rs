@@ -19,18 +19,6 @@ use lachesis_tests::{Caller, TestApp, config_for, fresh_database, sign_up};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-/// A signed-in browser's request with a JSON body.
-async fn call(
-    app: &TestApp,
-    who: &(String, String),
-    method: Method,
-    path: &str,
-    body: Value,
-) -> (StatusCode, Value) {
-    app.call(Caller::Session(who), method, path, Some(body))
-        .await
-}
-
 fn endpoint_card(slug: &str, base_url: &str) -> Value {
     json!({
         "slug": slug, "name": "Remote Judge", "specialties": ["comfort"], "price": 1_000,
@@ -62,14 +50,14 @@ async fn a_team_card_can_name_no_server_variable_and_no_private_host() {
     // Today's attack: name the database URL (or the chain key, or the admin token) as the key.
     let mut naming = endpoint_card("leaky", "https://judge.example/v1");
     naming["judge"]["api_key_env"] = json!("DATABASE_URL");
-    let (status, body) = call(
-        &app,
-        &mallory,
-        Method::POST,
-        "/api/marketplace/cards",
-        naming,
-    )
-    .await;
+    let (status, body) = app
+        .call(
+            Caller::Session(&mallory),
+            Method::POST,
+            "/api/marketplace/cards",
+            Some(naming),
+        )
+        .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     assert!(
         body["detail"]
@@ -88,28 +76,28 @@ async fn a_team_card_can_name_no_server_variable_and_no_private_host() {
         "https://10.0.0.7/v1".to_string(),
         "ftp://judge.example/v1".to_string(),
     ] {
-        let (status, body) = call(
-            &app,
-            &mallory,
-            Method::POST,
-            "/api/marketplace/cards",
-            endpoint_card("local", &base),
-        )
-        .await;
+        let (status, body) = app
+            .call(
+                Caller::Session(&mallory),
+                Method::POST,
+                "/api/marketplace/cards",
+                Some(endpoint_card("local", &base)),
+            )
+            .await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{base}: {body}");
     }
     // A key belongs to an endpoint card only.
     let mut rubric_with_key = endpoint_card("keyed", "https://judge.example/v1");
     rubric_with_key["judge"] = json!({"kind": "rubric"});
     rubric_with_key["api_key"] = json!("sk-mallory");
-    let (status, _) = call(
-        &app,
-        &mallory,
-        Method::POST,
-        "/api/marketplace/cards",
-        rubric_with_key,
-    )
-    .await;
+    let (status, _) = app
+        .call(
+            Caller::Session(&mallory),
+            Method::POST,
+            "/api/marketplace/cards",
+            Some(rubric_with_key),
+        )
+        .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(card_count(&db).await, 0, "no refused card was listed");
     assert_eq!(
@@ -380,24 +368,24 @@ async fn budgets_cannot_be_farmed_with_many_dear_cards() {
         ("dear-3", 100_000_000),
         ("cheap", 900),
     ] {
-        let (status, body) = call(
-            &app,
-            &mallory,
-            Method::POST,
-            "/api/marketplace/cards",
-            rubric(slug, price),
-        )
-        .await;
+        let (status, body) = app
+            .call(
+                Caller::Session(&mallory),
+                Method::POST,
+                "/api/marketplace/cards",
+                Some(rubric(slug, price)),
+            )
+            .await;
         assert_eq!(status, StatusCode::OK, "{slug}: {body}");
     }
-    let (status, body) = call(
-        &app,
-        &mallory,
-        Method::POST,
-        "/api/marketplace/cards",
-        rubric("dear-4", 100_000_000),
-    )
-    .await;
+    let (status, body) = app
+        .call(
+            Caller::Session(&mallory),
+            Method::POST,
+            "/api/marketplace/cards",
+            Some(rubric("dear-4", 100_000_000)),
+        )
+        .await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
 
     let db = lachesis::db::connect(&url, 4).await.unwrap();

@@ -4,30 +4,9 @@
 
 use lachesis_shared::ledger::MicroUsdc;
 use lachesis_shared::marketplace::AgentCard;
-use lachesis_tests::{TestApp, config_for, fresh_database, sign_up};
+use lachesis_tests::{Caller, TestApp, config_for, fresh_database, sign_up};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-
-async fn call(
-    app: &TestApp,
-    who: Option<&(String, String)>,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    let mut request = app.client.request(method, app.url(path));
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    if let Some((cookie, csrf)) = who {
-        request = request
-            .header("cookie", cookie)
-            .header("x-csrf-token", csrf);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
 
 fn new_card(slug: &str, team: &str, price: i64) -> Value {
     json!({
@@ -43,14 +22,14 @@ fn new_card(slug: &str, team: &str, price: i64) -> Value {
 }
 
 async fn card(app: &TestApp, slug: &str) -> AgentCard {
-    let (status, body) = call(
-        app,
-        None,
-        Method::GET,
-        &format!("/api/marketplace/cards/{slug}"),
-        None,
-    )
-    .await;
+    let (status, body) = app
+        .call(
+            Caller::Nobody,
+            Method::GET,
+            &format!("/api/marketplace/cards/{slug}"),
+            None,
+        )
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     serde_json::from_value(body).expect("an AgentCard")
 }
@@ -61,11 +40,26 @@ async fn cards_are_public_and_only_their_owners_change_them() {
     config.auth = true;
     let app = TestApp::spawn_with(config).await;
 
-    // Anyone sees the platform's cards: at least six, each at its own price, many specialties.
-    let (status, listed) = call(&app, None, Method::GET, "/api/marketplace/cards", None).await;
+    // Anyone sees the platform's seven cards, cheapest first, each at its own price, seven
+    // specialties between them.
+    let (status, listed) = app
+        .call(Caller::Nobody, Method::GET, "/api/marketplace/cards", None)
+        .await;
     assert_eq!(status, StatusCode::OK);
     let cards: Vec<AgentCard> = serde_json::from_value(listed).unwrap();
-    assert!(cards.len() >= 6, "{} cards", cards.len());
+    let listing: Vec<(&str, i64)> = cards.iter().map(|c| (c.slug.as_str(), c.price.0)).collect();
+    assert_eq!(
+        listing,
+        [
+            ("llm-generalist", 1_000),
+            ("play-therapist", 2_000),
+            ("safety-inspector", 3_000),
+            ("nutritionist", 4_000),
+            ("feline-vet", 6_000),
+            ("panel-chair", 12_000),
+            ("llm-rigorous", 20_000),
+        ]
+    );
     let mut prices: Vec<i64> = cards.iter().map(|c| c.price.0).collect();
     prices.dedup();
     assert_eq!(
@@ -76,7 +70,18 @@ async fn cards_are_public_and_only_their_owners_change_them() {
     let mut specialties: Vec<&String> = cards.iter().flat_map(|c| &c.specialties).collect();
     specialties.sort();
     specialties.dedup();
-    assert!(specialties.len() >= 6, "{specialties:?}");
+    assert_eq!(
+        specialties,
+        [
+            "clarity",
+            "comfort",
+            "enrichment",
+            "health",
+            "nutrition",
+            "reasoning",
+            "safety"
+        ],
+    );
     assert!(
         cards
             .iter()
@@ -88,32 +93,32 @@ async fn cards_are_public_and_only_their_owners_change_them() {
 
     // Listing needs a signed-in owner of the team named.
     let body = new_card("whisker", "cats-inc", 2_500);
-    let (status, _) = call(
-        &app,
-        None,
-        Method::POST,
-        "/api/marketplace/cards",
-        Some(body.clone()),
-    )
-    .await;
+    let (status, _) = app
+        .call(
+            Caller::Nobody,
+            Method::POST,
+            "/api/marketplace/cards",
+            Some(body.clone()),
+        )
+        .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    let (status, _) = call(
-        &app,
-        Some(&bob),
-        Method::POST,
-        "/api/marketplace/cards",
-        Some(body.clone()),
-    )
-    .await;
+    let (status, _) = app
+        .call(
+            Caller::Session(&bob),
+            Method::POST,
+            "/api/marketplace/cards",
+            Some(body.clone()),
+        )
+        .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "bob is not in cats-inc");
-    let (status, created) = call(
-        &app,
-        Some(&ada),
-        Method::POST,
-        "/api/marketplace/cards",
-        Some(body.clone()),
-    )
-    .await;
+    let (status, created) = app
+        .call(
+            Caller::Session(&ada),
+            Method::POST,
+            "/api/marketplace/cards",
+            Some(body.clone()),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK, "{created}");
     let created: AgentCard = serde_json::from_value(created).unwrap();
     assert_eq!(created.owner_team.as_deref(), Some("cats-inc"));
@@ -122,14 +127,14 @@ async fn cards_are_public_and_only_their_owners_change_them() {
         Some("0x00000000000000000000000000000000000000ab")
     );
     assert_eq!(created.price, MicroUsdc(2_500));
-    let (status, _) = call(
-        &app,
-        Some(&ada),
-        Method::POST,
-        "/api/marketplace/cards",
-        Some(body),
-    )
-    .await;
+    let (status, _) = app
+        .call(
+            Caller::Session(&ada),
+            Method::POST,
+            "/api/marketplace/cards",
+            Some(body),
+        )
+        .await;
     assert_eq!(status, StatusCode::CONFLICT);
 
     // Bad listings are typed errors.
@@ -142,36 +147,36 @@ async fn cards_are_public_and_only_their_owners_change_them() {
     ] {
         let mut bad = new_card("another", "cats-inc", 1_000);
         bad[field] = value;
-        let (status, body) = call(
-            &app,
-            Some(&ada),
-            Method::POST,
-            "/api/marketplace/cards",
-            Some(bad),
-        )
-        .await;
+        let (status, body) = app
+            .call(
+                Caller::Session(&ada),
+                Method::POST,
+                "/api/marketplace/cards",
+                Some(bad),
+            )
+            .await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{field}: {body}");
         assert!(body["detail"].is_string(), "{body}");
     }
     let mut unknown_judge = new_card("another", "cats-inc", 1_000);
     unknown_judge["judge"] = json!({"kind": "oracle"});
-    let (status, _) = call(
-        &app,
-        Some(&ada),
-        Method::POST,
-        "/api/marketplace/cards",
-        Some(unknown_judge),
-    )
-    .await;
+    let (status, _) = app
+        .call(
+            Caller::Session(&ada),
+            Method::POST,
+            "/api/marketplace/cards",
+            Some(unknown_judge),
+        )
+        .await;
     assert!(status.is_client_error());
-    let (status, _) = call(
-        &app,
-        None,
-        Method::GET,
-        "/api/marketplace/cards/another",
-        None,
-    )
-    .await;
+    let (status, _) = app
+        .call(
+            Caller::Nobody,
+            Method::GET,
+            "/api/marketplace/cards/another",
+            None,
+        )
+        .await;
     assert_eq!(
         status,
         StatusCode::NOT_FOUND,
@@ -180,54 +185,65 @@ async fn cards_are_public_and_only_their_owners_change_them() {
 
     // Only the owning team reprices; the platform's cards only the admin.
     let patch = "/api/marketplace/cards/whisker";
-    let (status, _) = call(
-        &app,
-        Some(&bob),
-        Method::PATCH,
-        patch,
-        Some(json!({"price": 1})),
-    )
-    .await;
+    let (status, _) = app
+        .call(
+            Caller::Session(&bob),
+            Method::PATCH,
+            patch,
+            Some(json!({"price": 1})),
+        )
+        .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
-    let (status, _) = call(&app, None, Method::PATCH, patch, Some(json!({"price": 1}))).await;
+    let (status, _) = app
+        .call(
+            Caller::Nobody,
+            Method::PATCH,
+            patch,
+            Some(json!({"price": 1})),
+        )
+        .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    let (status, _) = call(
-        &app,
-        Some(&ada),
-        Method::PATCH,
-        patch,
-        Some(json!({"price": -5})),
-    )
-    .await;
+    let (status, _) = app
+        .call(
+            Caller::Session(&ada),
+            Method::PATCH,
+            patch,
+            Some(json!({"price": -5})),
+        )
+        .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(
         card(&app, "whisker").await.price,
         MicroUsdc(2_500),
         "unchanged by refusals"
     );
-    let (status, body) = call(
-        &app,
-        Some(&ada),
-        Method::PATCH,
-        patch,
-        Some(json!({"price": 1_750, "listed": false})),
-    )
-    .await;
+    let (status, body) = app
+        .call(
+            Caller::Session(&ada),
+            Method::PATCH,
+            patch,
+            Some(json!({"price": 1_750, "listed": false})),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     // An unlisted card (its judge's configuration with it) is its owners' alone to read.
-    let (status, repriced) = call(&app, Some(&ada), Method::GET, patch, None).await;
+    let (status, repriced) = app
+        .call(Caller::Session(&ada), Method::GET, patch, None)
+        .await;
     assert_eq!(status, StatusCode::OK, "{repriced}");
     let repriced: AgentCard = serde_json::from_value(repriced).unwrap();
     assert_eq!((repriced.price, repriced.listed), (MicroUsdc(1_750), false));
-    for stranger in [None, Some(&bob)] {
-        let (status, _) = call(&app, stranger, Method::GET, patch, None).await;
+    for stranger in [Caller::Nobody, Caller::Session(&bob)] {
+        let (status, _) = app.call(stranger, Method::GET, patch, None).await;
         assert_eq!(
             status,
             StatusCode::NOT_FOUND,
             "an unlisted card to a stranger"
         );
     }
-    let (_, listed) = call(&app, None, Method::GET, "/api/marketplace/cards", None).await;
+    let (_, listed) = app
+        .call(Caller::Nobody, Method::GET, "/api/marketplace/cards", None)
+        .await;
     assert!(
         !listed
             .as_array()
@@ -236,14 +252,14 @@ async fn cards_are_public_and_only_their_owners_change_them() {
             .any(|c| c["slug"] == "whisker"),
         "unlisted"
     );
-    let (status, _) = call(
-        &app,
-        Some(&ada),
-        Method::PATCH,
-        "/api/marketplace/cards/panel-chair",
-        Some(json!({"price": 1})),
-    )
-    .await;
+    let (status, _) = app
+        .call(
+            Caller::Session(&ada),
+            Method::PATCH,
+            "/api/marketplace/cards/panel-chair",
+            Some(json!({"price": 1})),
+        )
+        .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
 
     // Statistics follow the evaluations recorded.
@@ -328,35 +344,53 @@ async fn cards_are_public_and_only_their_owners_change_them() {
         .pay(&transfer, &lachesis::ledger::Settlement::Simulated)
         .await
         .unwrap();
-    let (status, ada_accounts) =
-        call(&app, Some(&ada), Method::GET, "/api/ledger/accounts", None).await;
+    let (status, ada_accounts) = app
+        .call(
+            Caller::Session(&ada),
+            Method::GET,
+            "/api/ledger/accounts",
+            None,
+        )
+        .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(ada_accounts.as_array().unwrap().len(), 1, "{ada_accounts}");
     assert_eq!(ada_accounts[0]["name"], "card/whisker");
     assert_eq!(ada_accounts[0]["available"], 1_750);
-    let (status, bob_accounts) =
-        call(&app, Some(&bob), Method::GET, "/api/ledger/accounts", None).await;
+    let (status, bob_accounts) = app
+        .call(
+            Caller::Session(&bob),
+            Method::GET,
+            "/api/ledger/accounts",
+            None,
+        )
+        .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(bob_accounts, json!([]));
-    let (status, _) = call(&app, None, Method::GET, "/api/ledger/accounts", None).await;
+    let (status, _) = app
+        .call(Caller::Nobody, Method::GET, "/api/ledger/accounts", None)
+        .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     let statement = "/api/ledger/statement?account=card/whisker";
-    let (status, _) = call(&app, Some(&bob), Method::GET, statement, None).await;
+    let (status, _) = app
+        .call(Caller::Session(&bob), Method::GET, statement, None)
+        .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let (status, _) = call(
-        &app,
-        Some(&ada),
-        Method::GET,
-        "/api/ledger/statement?account=budget/run-1/agent",
-        None,
-    )
-    .await;
+    let (status, _) = app
+        .call(
+            Caller::Session(&ada),
+            Method::GET,
+            "/api/ledger/statement?account=budget/run-1/agent",
+            None,
+        )
+        .await;
     assert_eq!(
         status,
         StatusCode::NOT_FOUND,
         "an unowned budget is not ada's"
     );
-    let (status, lines) = call(&app, Some(&ada), Method::GET, statement, None).await;
+    let (status, lines) = app
+        .call(Caller::Session(&ada), Method::GET, statement, None)
+        .await;
     assert_eq!(status, StatusCode::OK, "{lines}");
     assert_eq!(lines.as_array().unwrap().len(), 1);
     assert_eq!(lines[0]["amount"], 1_750);
@@ -471,14 +505,14 @@ async fn operator_cards_from_the_config_file_carry_a_server_key_to_their_endpoin
         "the operator's key reached the operator's endpoint: {sent}"
     );
     let owner = sign_up(&app, "/api/auth/setup", "ada", "lab").await;
-    let (status, body) = call(
-        &app,
-        Some(&owner),
-        Method::POST,
-        "/api/marketplace/cards",
-        Some(new_card("team-held", "lab", 1_000)),
-    )
-    .await;
+    let (status, body) = app
+        .call(
+            Caller::Session(&owner),
+            Method::POST,
+            "/api/marketplace/cards",
+            Some(new_card("team-held", "lab", 1_000)),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     drop(app);
 

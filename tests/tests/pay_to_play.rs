@@ -5,7 +5,9 @@
 
 use lachesis::ledger::{AccountId, Ledger};
 use lachesis::marketplace::judges::Judges;
-use lachesis::marketplace::panel::{Market, PanelConfig, Round, RoundOutcome, judge_round};
+use lachesis::marketplace::panel::{
+    Market, PanelConfig, PanelResult, Round, RoundOutcome, judge_round,
+};
 use lachesis::settlement::Settler;
 use lachesis_shared::cats::{CatScenario, CatTask};
 use lachesis_shared::ledger::{AccountKind, MicroUsdc};
@@ -49,6 +51,23 @@ async fn bandit_round(
     )
     .await
     .unwrap()
+}
+
+/// A round's result with its cards in slug order: a replay hears the panel it paid before in
+/// market order, the first round in the bandit's order.
+fn by_slug(result: &PanelResult) -> PanelResult {
+    let mut result = result.clone();
+    result.cards.sort_by(|a, b| a.slug.cmp(&b.slug));
+    result
+}
+
+/// Asserts a replayed round was judged by exactly the panel `first` paid (the same cards, prices
+/// and ledger transactions) with the same scores and rewards.
+fn assert_same_panel(replay: RoundOutcome, first: &PanelResult) {
+    let RoundOutcome::Judged(replay) = replay else {
+        panic!("the replay was skipped: {replay:?}")
+    };
+    assert_eq!(by_slug(&replay), by_slug(first));
 }
 
 fn scenario() -> CatScenario {
@@ -95,8 +114,9 @@ async fn rounds_pay_their_panel_reward_good_answers_and_stop_when_the_budget_is_
 
     let mut spent = 0;
     let mut rounds = 0;
+    let mut cards_heard = 0;
     let mut seen_cards = std::collections::BTreeSet::new();
-    let mut first_panel: Option<Vec<String>> = None;
+    let mut first: Option<PanelResult> = None;
     let reason = loop {
         let outcome = bandit_round(
             &ledger,
@@ -135,20 +155,12 @@ async fn rounds_pay_their_panel_reward_good_answers_and_stop_when_the_budget_is_
                     );
                     let replay =
                         bandit_round(&ledger, budget, "round-0", &task, &answers, &config).await;
-                    let RoundOutcome::Judged(replay) = replay else {
-                        panic!("the replay was skipped")
-                    };
-                    let mut heard = replay.slugs();
-                    heard.sort();
-                    assert_eq!(Some(&heard), first_panel.as_ref());
+                    assert_same_panel(replay, first.as_ref().expect("round 0 was judged"));
                     assert_eq!(ledger.balance(budget).await.unwrap().available.0, before);
                     assert_eq!(count().await, evaluations);
                 }
-                first_panel.get_or_insert_with(|| {
-                    let mut cards = result.slugs();
-                    cards.sort();
-                    cards
-                });
+                first.get_or_insert_with(|| result.clone());
+                cards_heard += result.cards.len();
                 seen_cards.extend(result.slugs());
                 rounds += 1;
             }
@@ -177,12 +189,18 @@ async fn rounds_pay_their_panel_reward_good_answers_and_stop_when_the_budget_is_
             .fetch_one(&db)
             .await
             .unwrap();
-    assert!(evaluations >= 3 * rounds as i64);
+    // One evaluation per paid card per answer (three answers), none for the replays.
+    assert_eq!(evaluations, 3 * cards_heard as i64);
     assert_eq!(priced, spent, "evaluation prices add up to the payments");
 
-    // Replaying a round with its key pays nothing again.
+    // Replaying a round with its key, even with the budget spent, hears the panel it paid
+    // and pays nothing again.
     let before = ledger.balance(budget).await.unwrap().available.0;
-    let _ = bandit_round(&ledger, budget, "round-0", &task, &answers, &config).await;
+    let first = first.expect("round 0 was judged");
+    assert_same_panel(
+        bandit_round(&ledger, budget, "round-0", &task, &answers, &config).await,
+        &first,
+    );
     assert_eq!(ledger.balance(budget).await.unwrap().available.0, before);
 
     let report = lachesis::ledger::reconcile::reconcile(&db).await.unwrap();

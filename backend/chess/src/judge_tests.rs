@@ -15,14 +15,27 @@ fn a_sound_sacrifice_outscores_a_blunder_and_a_quiet_move() {
         "rnb1kbnr/pppp1ppp/8/4p3/8/3B1Q2/PPPP1PPP/RNB1K1NR w KQkq - 0 1",
         "f3f7",
     );
-    assert!(blunder.material_offered >= 800, "{blunder:?}");
-    assert!(blunder.soundness < 2.0, "{blunder:?}");
+    // The queen (900) less the pawn it takes (100).
+    assert_eq!(blunder.material_offered, 800, "{blunder:?}");
+    // The search loses more than was offered: no soundness, so no brilliance.
+    assert_eq!(blunder.soundness, 0.0, "{blunder:?}");
+    assert_eq!(blunder.brilliance, 0.0, "{blunder:?}");
+    // Check, capture, a capped sacrifice and king pressure overflow the aggression cap of 10.
+    assert_eq!(blunder.aggression, 10.0, "{blunder:?}");
+    // 0.45·10 / 10: aggression alone.
+    assert!((blunder.total - 0.45).abs() < 1e-12, "{blunder:?}");
     // Smothered mate: Qg8+ Rxg8 Nf7#. The queen is offered and the mate repays it.
     let sound = verdict("5r1k/6pp/7N/3Q4/8/8/8/6K1 w - - 0 1", "d5g8");
     // Queen for rook by static exchange (the knight takes back on g8).
     assert_eq!(sound.material_offered, 400, "{sound:?}");
     assert_eq!(sound.brilliance, 10.0, "{sound:?}");
-    assert!(sound.soundness > 8.0, "{sound:?}");
+    // The mating move is the best move: nothing lost against it, fully sound.
+    assert_eq!(sound.soundness, 10.0, "{sound:?}");
+    // 1 + 3 (check) + 2·0.5 (king attack) + 1.5·0.5 (lines) + 3 (sacrifice, capped)
+    // + 0.5·0.75 (advance) = 9.125, shown to one decimal.
+    assert_eq!(sound.aggression, 9.1, "{sound:?}");
+    // (0.45·9.125 + 0.25·10 + 0.3·10) / 10 = (4.10625 + 2.5 + 3) / 10.
+    assert!((sound.total - 0.960625).abs() < 1e-12, "{sound:?}");
     assert!(sound.brilliance > blunder.brilliance);
     assert!(sound.total > blunder.total);
     let quiet = verdict(
@@ -31,6 +44,11 @@ fn a_sound_sacrifice_outscores_a_blunder_and_a_quiet_move() {
     );
     assert_eq!(quiet.material_offered, 0);
     assert_eq!(quiet.soundness, 5.0);
+    // No check or capture: brilliance 1; aggression 1 + 0.5·0.5 (advance) = 1.25, shown 1.3.
+    assert_eq!(quiet.brilliance, 1.0, "{quiet:?}");
+    assert_eq!(quiet.aggression, 1.3, "{quiet:?}");
+    // (0.45·1.25 + 0.25·1 + 0.3·5) / 10 = (0.5625 + 0.25 + 1.5) / 10.
+    assert!((quiet.total - 0.23125).abs() < 1e-12, "{quiet:?}");
     assert!(sound.aggression > quiet.aggression);
     for r in [&blunder, &sound, &quiet] {
         assert!((0.0..=1.0).contains(&r.total));
@@ -46,7 +64,27 @@ fn verdicts_are_read_from_prose_and_fences() {
     assert_eq!((v.aggression, v.brilliance, v.soundness), (8.0, 6.5, 3.0));
     assert_eq!(v.justification, "Bold {but} risky.");
     let reward = v.into_reward(300, "smollm2");
-    assert!((reward.total - combine(8.0, 6.5, 3.0)).abs() < 1e-12);
+    // (0.45·8 + 0.25·6.5 + 0.3·3) / 10 = (3.6 + 1.625 + 0.9) / 10.
+    assert!((reward.total - 0.6125).abs() < 1e-12, "{reward:?}");
+    assert_eq!(reward.material_offered, 300);
+    assert_eq!(reward.judge, "smollm2");
+}
+
+#[test]
+fn the_reward_weighs_aggression_45_brilliance_25_soundness_30() {
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+    // Each axis alone at its top score of 10 is worth its weight.
+    assert!(close(combine(10.0, 0.0, 0.0), 0.45));
+    assert!(close(combine(0.0, 10.0, 0.0), 0.25));
+    assert!(close(combine(0.0, 0.0, 10.0), 0.3));
+    // The weights add up to 1: top marks everywhere are a reward of exactly 1, none are 0.
+    assert!(close(combine(10.0, 10.0, 10.0), 1.0));
+    assert!(close(combine(0.0, 0.0, 0.0), 0.0));
+    // (0.45·2 + 0.25·4 + 0.3·6) / 10 = (0.9 + 1 + 1.8) / 10.
+    assert!(close(combine(2.0, 4.0, 6.0), 0.37));
+    // Out-of-range axes are clamped to [0, 1] after weighing.
+    assert!(close(combine(20.0, 20.0, 20.0), 1.0));
+    assert!(close(combine(-5.0, 0.0, 0.0), 0.0));
 }
 
 #[test]

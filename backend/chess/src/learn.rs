@@ -167,7 +167,16 @@ mod tests {
     fn ratings_blend_with_the_judge() {
         assert_eq!(rating_reward(1), 0.0);
         assert_eq!(rating_reward(5), 1.0);
+        assert_eq!(rating_reward(3), 0.5);
+        assert_eq!(rating_reward(2), 0.25);
+        // Out-of-range ratings count as the nearest of 1 and 5.
+        assert_eq!(rating_reward(0), 0.0);
+        assert_eq!(rating_reward(9), 1.0);
         assert_eq!(blended_reward(0.4, None), 0.4);
+        // Half the judge's, half the person's: 0.5·0.4 + 0.5·1 and 0.5·0.4 + 0.5·0.
         assert!((blended_reward(0.4, Some(5)) - 0.7).abs() < 1e-12);
+        assert!((blended_reward(0.4, Some(1)) - 0.2).abs() < 1e-12);
+        // 0.5·1 + 0.5·0.5.
+        assert!((blended_reward(1.0, Some(3)) - 0.75).abs() < 1e-12);
     }
 }
