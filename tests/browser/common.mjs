@@ -20,7 +20,8 @@ export const requireEnv = (name) => {
   return value;
 };
 
-// Quiet on a closed network (TOOLCHAIN.md); Playwright supplies its own profile directory.
+// Quiet on a closed network (no update, sync or component downloads); Playwright supplies its own
+// profile directory.
 const CHROMIUM_ARGS = [
   '--no-sandbox',
   '--disable-gpu',
