@@ -113,6 +113,21 @@ impl FromRequestParts<AppState> for Viewer {
     }
 }
 
+/// The caller of a route that changes something, its CSRF token checked before the handler
+/// runs: a browser session must echo its token in `X-CSRF-Token`; bearer tokens and the open
+/// (accounts off) mode carry no cookie to ride on and pass as they are.
+pub struct Writer(pub Viewer);
+
+impl FromRequestParts<AppState> for Writer {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
+        let viewer = Viewer::from_request_parts(parts, state).await?;
+        viewer.check_csrf(&parts.headers)?;
+        Ok(Self(viewer))
+    }
+}
+
 /// Reads the caller's credentials. A wrong, revoked or expired bearer token is an error (the client
 /// meant to authenticate); a stale or idle session cookie just means anonymous.
 pub async fn identify(headers: &HeaderMap, state: &AppState) -> Result<Viewer, AppError> {

@@ -7,7 +7,6 @@
 
 use axum::Json;
 use axum::extract::{ConnectInfo, Path, State};
-use axum::http::HeaderMap;
 use axum::response::Response;
 use lachesis_shared::accounts::{CreatedInvite, NewAccount, Registration, Role};
 use sqlx::{PgConnection, PgPool};
@@ -17,8 +16,9 @@ use super::limiter::client_key;
 use super::routes::{check_name, check_password, signed_in};
 use super::secrets::{self, INVITE_PREFIX, token_hash};
 use super::teams::{team_for, user_id};
-use super::{AppError, Viewer, store};
+use super::{AppError, store};
 use crate::app::AppState;
+use crate::auth::Writer;
 
 const DEAD_INVITE: AppError = AppError::Forbidden("that invite code is unknown, used or expired");
 
@@ -99,11 +99,9 @@ pub(super) async fn register(
 /// A new single-use invite into the team (owners only), valid for the policy's days.
 pub(super) async fn create_invite(
     State(state): State<AppState>,
-    viewer: Viewer,
-    headers: HeaderMap,
+    Writer(viewer): Writer,
     Path(team): Path<String>,
 ) -> Result<Json<CreatedInvite>, AppError> {
-    viewer.check_csrf(&headers)?;
     let team = team_for(&state, &viewer, &team, Role::Owner).await?;
     let code = secrets::new_invite_code();
     let (expires_at_ms,): (i64,) = sqlx::query_as(

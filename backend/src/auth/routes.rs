@@ -14,6 +14,7 @@ use super::limiter::client_key;
 use super::secrets::{MAX_PASSWORD_BYTES, MIN_PASSWORD_CHARS};
 use super::{AppError, SESSION_COOKIE, Viewer, registration, store, teams, tokens};
 use crate::app::AppState;
+use crate::auth::Writer;
 use crate::trajectory::valid_run_name;
 
 /// The longest user or team name (what `valid_run_name` and the tables' CHECKs accept).
@@ -188,12 +189,13 @@ pub(super) async fn signed_in(
     Ok(response)
 }
 
+/// The session's own CSRF token must come with it (`Writer`), so a page elsewhere cannot sign
+/// a person out.
 async fn logout(
     State(state): State<AppState>,
-    viewer: Viewer,
+    _: Writer,
     headers: HeaderMap,
 ) -> Result<Response, AppError> {
-    viewer.check_csrf(&headers)?;
     if let Some(secret) = super::session_cookie(&headers) {
         store::delete_session(&state.db, secret).await?;
     }

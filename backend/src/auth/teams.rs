@@ -2,13 +2,14 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use lachesis_shared::accounts::{Member, Membership, NewTeam, Role};
 
 use super::error::Body;
 use super::routes::check_name;
 use super::{AppError, Viewer, store};
 use crate::app::AppState;
+use crate::auth::Writer;
 
 /// The signed-in user's id (teams are managed by people, not tokens).
 pub(super) fn user_id(viewer: &Viewer) -> Result<i64, AppError> {
@@ -36,11 +37,9 @@ pub(super) async fn team_for(
 
 pub(super) async fn create_team(
     State(state): State<AppState>,
-    viewer: Viewer,
-    headers: HeaderMap,
+    Writer(viewer): Writer,
     Body(team): Body<NewTeam>,
 ) -> Result<Json<Membership>, AppError> {
-    viewer.check_csrf(&headers)?;
     let user = user_id(&viewer)?;
     check_name("team", &team.name)?;
     let mut tx = state.db.begin().await?;
@@ -71,12 +70,10 @@ pub(super) async fn list_members(
 
 pub(super) async fn put_member(
     State(state): State<AppState>,
-    viewer: Viewer,
-    headers: HeaderMap,
+    Writer(viewer): Writer,
     Path(team): Path<String>,
     Body(member): Body<Member>,
 ) -> Result<Json<Member>, AppError> {
-    viewer.check_csrf(&headers)?;
     let team = team_for(&state, &viewer, &team, Role::Owner).await?;
     check_name("user", &member.username)?;
     let added = store::upsert_member(&state.db, team, &member.username, member.role)
@@ -90,11 +87,9 @@ pub(super) async fn put_member(
 
 pub(super) async fn remove_member(
     State(state): State<AppState>,
-    viewer: Viewer,
-    headers: HeaderMap,
+    Writer(viewer): Writer,
     Path((team, username)): Path<(String, String)>,
 ) -> Result<StatusCode, AppError> {
-    viewer.check_csrf(&headers)?;
     let team = team_for(&state, &viewer, &team, Role::Owner).await?;
     let removed = store::remove_member(&state.db, team, &username)
         .await

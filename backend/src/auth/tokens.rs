@@ -3,13 +3,14 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use lachesis_shared::accounts::{CreatedToken, NewToken, Role, TokenInfo};
 
 use super::error::Body;
 use super::teams::{team_for, user_id};
 use super::{AppError, Viewer, secrets, store};
 use crate::app::AppState;
+use crate::auth::Writer;
 use crate::trajectory::valid_run_name;
 
 /// The longest token name, in characters (the table's CHECK agrees).
@@ -26,12 +27,10 @@ pub(super) async fn list_tokens(
 
 pub(super) async fn create_token(
     State(state): State<AppState>,
-    viewer: Viewer,
-    headers: HeaderMap,
+    Writer(viewer): Writer,
     Path(team_name): Path<String>,
     Body(new): Body<NewToken>,
 ) -> Result<Json<CreatedToken>, AppError> {
-    viewer.check_csrf(&headers)?;
     let team = team_for(&state, &viewer, &team_name, Role::Owner).await?;
     let name = new.name.trim();
     if name.is_empty()
@@ -80,11 +79,9 @@ pub(super) async fn create_token(
 
 pub(super) async fn revoke_token(
     State(state): State<AppState>,
-    viewer: Viewer,
-    headers: HeaderMap,
+    Writer(viewer): Writer,
     Path((team, id)): Path<(String, i64)>,
 ) -> Result<StatusCode, AppError> {
-    viewer.check_csrf(&headers)?;
     let team = team_for(&state, &viewer, &team, Role::Owner).await?;
     if store::revoke_token(&state.db, team, id).await? {
         state.auth.forget_cached();

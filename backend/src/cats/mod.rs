@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use lachesis_shared::cats::{
@@ -14,6 +13,7 @@ use lachesis_shared::cats::{
 use sqlx::Row;
 
 use crate::app::AppState;
+use crate::auth::Writer;
 use crate::auth::error::Body;
 use crate::auth::{AppError, Viewer};
 use crate::envs::cat_caretaker::data::CatData;
@@ -155,11 +155,9 @@ async fn model_turn(state: &AppState, turns: &[CatTurn]) -> Result<CatTurn, AppE
 
 async fn create(
     State(state): State<AppState>,
-    viewer: Viewer,
-    headers: HeaderMap,
+    Writer(viewer): Writer,
     Body(body): Body<NewCatSession>,
 ) -> Result<Json<CatSession>, AppError> {
-    viewer.check_csrf(&headers)?;
     let (user, team) = owner(&viewer)?.unwrap_or_default();
     // Postgres stores the seed as BIGINT: keep it in range.
     let seed = body.seed.unwrap_or_else(rand::random) & (i64::MAX as u64);
@@ -247,12 +245,10 @@ fn check_move(role: CatRole, turn: &CatTurn) -> Result<(), AppError> {
 
 async fn turn(
     State(state): State<AppState>,
-    viewer: Viewer,
-    headers: HeaderMap,
+    Writer(viewer): Writer,
     Path(id): Path<String>,
     Body(body): Body<CatMove>,
 ) -> Result<Json<CatSession>, AppError> {
-    viewer.check_csrf(&headers)?;
     let mut session = load(&state, &viewer, &id).await?;
     if session.verdict.is_some() {
         return Err(AppError::Conflict("the session is over".into()));

@@ -2,7 +2,7 @@
 //! socket's `chess_move` ([`socket_move`]) plays through the same service.
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -12,6 +12,7 @@ use lachesis_shared::live::{LiveErrorCode, ServerMsg};
 
 use super::{game_id, store};
 use crate::app::AppState;
+use crate::auth::Writer;
 use crate::auth::error::Body;
 use crate::auth::{AppError, Viewer};
 
@@ -43,11 +44,9 @@ async fn list(
 
 async fn create(
     State(state): State<AppState>,
-    viewer: Viewer,
-    headers: HeaderMap,
+    Writer(viewer): Writer,
     Body(body): Body<NewGame>,
 ) -> Result<Json<GameView>, AppError> {
-    viewer.check_csrf(&headers)?;
     let side = body.agent_side.unwrap_or(Side::Black);
     Ok(Json(super::new_game(&state, &viewer, side).await?))
 }
@@ -62,12 +61,10 @@ async fn one(
 
 async fn play(
     State(state): State<AppState>,
-    viewer: Viewer,
-    headers: HeaderMap,
+    Writer(viewer): Writer,
     Path(id): Path<String>,
     Body(body): Body<PlayMove>,
 ) -> Result<Json<GameView>, AppError> {
-    viewer.check_csrf(&headers)?;
     Ok(Json(
         super::play_move(&state, &viewer, game_id(&id)?, &body.uci).await?,
     ))
@@ -75,11 +72,9 @@ async fn play(
 
 async fn resign(
     State(state): State<AppState>,
-    viewer: Viewer,
-    headers: HeaderMap,
+    Writer(viewer): Writer,
     Path(id): Path<String>,
 ) -> Result<Json<GameView>, AppError> {
-    viewer.check_csrf(&headers)?;
     Ok(Json(super::resign(&state, &viewer, game_id(&id)?).await?))
 }
 
@@ -124,12 +119,10 @@ async fn pgn(
 
 async fn rate(
     State(state): State<AppState>,
-    viewer: Viewer,
-    headers: HeaderMap,
+    Writer(viewer): Writer,
     Path(id): Path<String>,
     Body(body): Body<RateMove>,
 ) -> Result<Json<GameView>, AppError> {
-    viewer.check_csrf(&headers)?;
     let id = game_id(&id)?;
     if !(1..=5).contains(&body.rating) {
         return Err(AppError::Invalid("a rating is 1 to 5".into()));

@@ -7,7 +7,7 @@ pub mod sampler;
 mod store;
 
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::routing::{get, put};
 use axum::{Json, Router};
 use lachesis_shared::runs::{GroupDetail, GroupSummary, RunMetrics, RunSummary};
@@ -16,6 +16,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::app::AppState;
+use crate::auth::Writer;
 use crate::auth::error::Body;
 use crate::auth::{Access, AppError, Viewer};
 use crate::trajectory::valid_run_name;
@@ -255,12 +256,10 @@ fn render_messages(conversation: &[Map<String, Value>]) -> String {
 
 async fn set_visibility(
     State(state): State<AppState>,
-    viewer: Viewer,
-    headers: HeaderMap,
+    Writer(viewer): Writer,
     Path(run): Path<String>,
     Body(visibility): Body<lachesis_shared::accounts::Visibility>,
 ) -> Result<StatusCode, AppError> {
-    viewer.check_csrf(&headers)?;
     readable_run(&state, &viewer, &run).await?;
     viewer.check_run(&state, &run, Access::Write, false).await?;
     // Publishing a run shows its data to everyone: its team's owners decide, not every member or

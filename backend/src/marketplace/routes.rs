@@ -2,13 +2,13 @@
 //! and repricing or unlisting it (the owning team's owners only; the platform's cards, the admin).
 
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
 use axum::routing::get;
 use axum::{Json, Router};
 use lachesis_shared::accounts::Role;
 use lachesis_shared::marketplace::{AgentCard, JudgeBackend, NewCard, UpdateCard};
 
 use crate::app::AppState;
+use crate::auth::Writer;
 use crate::auth::error::Body;
 use crate::auth::{AppError, Viewer, store};
 
@@ -94,11 +94,9 @@ async fn managing_team(state: &AppState, viewer: &Viewer, team: &str) -> Result<
 
 async fn create(
     State(state): State<AppState>,
-    viewer: Viewer,
-    headers: HeaderMap,
+    Writer(viewer): Writer,
     Body(card): Body<NewCard>,
 ) -> Result<Json<AgentCard>, AppError> {
-    viewer.check_csrf(&headers)?;
     let team = managing_team(&state, &viewer, &card.team).await?;
     super::cards::check_team_judge(&card.judge).await?;
     let sealed_key = match (&card.api_key, &card.judge) {
@@ -131,12 +129,10 @@ async fn create(
 
 async fn update(
     State(state): State<AppState>,
-    viewer: Viewer,
-    headers: HeaderMap,
+    Writer(viewer): Writer,
     Path(slug): Path<String>,
     Body(change): Body<UpdateCard>,
 ) -> Result<Json<AgentCard>, AppError> {
-    viewer.check_csrf(&headers)?;
     let (_, owner, card) = super::cards::find(&state.db, &slug).await?;
     match (owner, card.owner_team.as_deref()) {
         (Some(_), Some(team)) => {

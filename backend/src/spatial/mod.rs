@@ -11,7 +11,6 @@ mod store;
 pub mod stream;
 
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -20,6 +19,7 @@ use lachesis_shared::spatial::{
 };
 
 use crate::app::AppState;
+use crate::auth::Writer;
 use crate::auth::error::Body;
 use crate::auth::{AppError, Viewer};
 use crate::envs::spatial::{STEPS_PER_FRAME, generate::generate, parse::check_actions, physics};
@@ -104,12 +104,10 @@ async fn task(
 
 async fn attempt(
     State(state): State<AppState>,
-    viewer: Viewer,
-    headers: HeaderMap,
+    Writer(viewer): Writer,
     Body(attempt): Body<HumanAttempt>,
 ) -> Result<Json<AttemptResult>, AppError> {
     signed_in(&viewer)?;
-    viewer.check_csrf(&headers)?;
     let task = task_for(attempt.difficulty, attempt.seed)?;
     check_actions(&attempt.actions, &task).map_err(|e| AppError::Invalid(e.to_string()))?;
     let actions = attempt.actions.clone();
