@@ -33,12 +33,7 @@ async fn ready(State(state): State<AppState>) -> Response {
     if state.drain.is_draining() {
         failed.push(ReadinessCheck::ShuttingDown);
     }
-    let answered = tokio::time::timeout(
-        state.lifecycle.ready_timeout,
-        sqlx::query("SELECT 1").execute(&state.db),
-    )
-    .await;
-    if !matches!(answered, Ok(Ok(_))) {
+    if !state.db_probe.answers(&state).await {
         failed.push(ReadinessCheck::Database);
     }
     if !state.ledger.owner_held() {
@@ -56,10 +51,76 @@ async fn ready(State(state): State<AppState>) -> Response {
     uncached((status, axum::Json(body)).into_response())
 }
 
-/// A cached answer about health is a wrong one.
+/// Whether Postgres answered lately. Readiness needs no credentials, so a flood of it must not
+/// become a flood of queries holding pooled connections: one probe runs at a time, and its answer
+/// stands for `FRESH` to every caller.
+#[derive(Debug, Default)]
+pub(crate) struct DbProbe {
+    last: tokio::sync::Mutex<Option<(tokio::time::Instant, bool)>>,
+}
+
+impl DbProbe {
+    const FRESH: std::time::Duration = std::time::Duration::from_millis(250);
+
+    async fn answers(&self, state: &AppState) -> bool {
+        self.answers_with(async {
+            tokio::time::timeout(
+                state.lifecycle.ready_timeout,
+                sqlx::query("SELECT 1").execute(&state.db),
+            )
+            .await
+            .is_ok_and(|r| r.is_ok())
+        })
+        .await
+    }
+
+    /// `probe`'s answer, or the last one while it is fresh (`probe` is then not run).
+    async fn answers_with(&self, probe: impl Future<Output = bool>) -> bool {
+        let mut last = self.last.lock().await;
+        if let Some((at, answered)) = *last
+            && at.elapsed() < Self::FRESH
+        {
+            return answered;
+        }
+        let answered = probe.await;
+        *last = Some((tokio::time::Instant::now(), answered));
+        answered
+    }
+}
+
+/// A cached answer about health (by a proxy) is a wrong one.
 fn uncached(mut response: Response) -> Response {
     response
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::DbProbe;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_flood_of_readiness_checks_runs_one_probe_per_quarter_second() {
+        let probe = DbProbe::default();
+        let runs = AtomicUsize::new(0);
+        let probing = || async {
+            runs.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            true
+        };
+        let answers =
+            futures::future::join_all((0..500).map(|_| probe.answers_with(probing()))).await;
+        assert!(answers.iter().all(|&a| a));
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "500 callers, one query");
+        tokio::time::sleep(DbProbe::FRESH).await;
+        assert!(probe.answers_with(probing()).await);
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            2,
+            "a stale answer is asked again"
+        );
+    }
 }

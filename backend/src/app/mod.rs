@@ -61,6 +61,8 @@ pub struct AppState {
     pub ws_slots: Arc<crate::hosting::slots::AddressSlots>,
     /// Whether SIGTERM arrived, and the requests in flight (see `lifecycle`).
     pub drain: Arc<lifecycle::Drain>,
+    /// `/health/ready`'s last look at Postgres, shared by every caller.
+    pub(crate) db_probe: Arc<health::DbProbe>,
     /// How long to wait for Postgres, for readiness and for a shutdown.
     pub lifecycle: lifecycle::Lifecycle,
     /// The supervised background tasks, for `/api/system/tasks` and `/metrics`.
@@ -79,6 +81,7 @@ impl AppState {
                 config.hosting.ws_per_address,
             )),
             drain: Arc::default(),
+            db_probe: Arc::default(),
             lifecycle: config.lifecycle,
             tasks: crate::supervisor::Supervisor::new(config.restart_backoff),
             db,

@@ -102,18 +102,21 @@ const BUILTIN: &[BuiltinCard] = &[
     },
 ];
 
+/// The ledger account a platform card (the built-in ones and the operator's) is paid into.
+pub(super) async fn platform_card_account(
+    ledger: &Ledger,
+    slug: &str,
+) -> Result<crate::ledger::AccountId, crate::ledger::LedgerError> {
+    ledger
+        .account(&format!("card/{slug}"), AccountKind::CardOwner, None, None)
+        .await
+}
+
 /// Lists the platform's cards that are missing (idempotent; prices set later by an admin stay).
 pub async fn seed(db: &PgPool) -> anyhow::Result<()> {
     let ledger = Ledger::new(db.clone());
     for card in BUILTIN {
-        let account = ledger
-            .account(
-                &format!("card/{}", card.slug),
-                AccountKind::CardOwner,
-                None,
-                None,
-            )
-            .await?;
+        let account = platform_card_account(&ledger, card.slug).await?;
         let judge = serde_json::to_value((card.judge)())?;
         sqlx::query(
             "INSERT INTO agent_cards (slug, name, description, specialties, price, account_id, judge)

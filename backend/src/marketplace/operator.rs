@@ -18,12 +18,12 @@
 //! ```
 
 use anyhow::{Context, bail};
-use lachesis_shared::ledger::{AccountKind, MicroUsdc};
+use lachesis_shared::ledger::MicroUsdc;
 use lachesis_shared::marketplace::JudgeBackend;
 use serde::Deserialize;
 use sqlx::PgPool;
 
-use super::cards::{validate, validate_listing};
+use super::cards::{platform_card_account, validate, validate_listing};
 use crate::ledger::Ledger;
 
 /// One `[[judge_cards]]` entry.
@@ -75,14 +75,7 @@ pub fn check(cards: &[OperatorCard]) -> anyhow::Result<()> {
 pub async fn apply(db: &PgPool, cards: &[OperatorCard]) -> anyhow::Result<()> {
     let ledger = Ledger::new(db.clone());
     for card in cards {
-        let account = ledger
-            .account(
-                &format!("card/{}", card.slug),
-                AccountKind::CardOwner,
-                None,
-                None,
-            )
-            .await?;
+        let account = platform_card_account(&ledger, &card.slug).await?;
         let judge = serde_json::to_value(&card.judge)?;
         let written = sqlx::query(
             "INSERT INTO agent_cards (slug, name, description, specialties, price, account_id,
