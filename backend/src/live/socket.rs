@@ -246,7 +246,7 @@ async fn receive_side(
     rechecks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let authenticated = state.auth.enabled && !matches!(viewer, Viewer::Anonymous);
     // One chess move in flight per connection: the next waits for the answer to the last.
-    let moving = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let moving = Arc::new(MoveQueue::default());
     loop {
         let frame = tokio::select! {
             () = &mut stopped => return Some(GOING_AWAY),
@@ -295,6 +295,34 @@ async fn receive_side(
     }
 }
 
+/// The chess moves a socket has in hand: one being played and at most one waiting behind it.
+///
+/// The agent's answer is published before its search task has finished, so a quick player's next
+/// move can arrive while the last is still closing; it waits its turn instead of being refused.
+/// Anything beyond that is refused, so one socket never holds more than two move tasks.
+#[derive(Default)]
+struct MoveQueue {
+    in_hand: std::sync::atomic::AtomicU8,
+    turn: tokio::sync::Mutex<()>,
+}
+
+impl MoveQueue {
+    const DEPTH: u8 = 2;
+
+    /// Takes a place, or `false` when the queue is full.
+    fn enter(&self) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.in_hand
+            .fetch_update(SeqCst, SeqCst, |n| (n < Self::DEPTH).then_some(n + 1))
+            .is_ok()
+    }
+
+    fn leave(&self) {
+        self.in_hand
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 fn is_capacity_error(e: axum::Error) -> bool {
     use tokio_tungstenite::tungstenite::Error as WsError;
     e.into_inner()
@@ -308,7 +336,7 @@ async fn on_text(
     conn: &mut Connection,
     state: &AppState,
     viewer: &Viewer,
-    moving: &Arc<std::sync::atomic::AtomicBool>,
+    moving: &Arc<MoveQueue>,
 ) -> Result<(), super::outbox::Closed> {
     let outbox = conn.outbox().clone();
     let reply = match serde_json::from_str::<ClientMsg>(text) {
@@ -322,20 +350,19 @@ async fn on_text(
         {
             error(LiveErrorCode::Rejected, e.to_string())
         }
-        Ok(ClientMsg::ChessMove { .. })
-            if moving.swap(true, std::sync::atomic::Ordering::SeqCst) =>
-        {
-            error(
-                LiveErrorCode::Rejected,
-                "one move at a time: wait for the answer to the last".into(),
-            )
-        }
+        Ok(ClientMsg::ChessMove { .. }) if !moving.enter() => error(
+            LiveErrorCode::Rejected,
+            "a move is already waiting behind the last: wait for the answer".into(),
+        ),
         Ok(ClientMsg::ChessMove { game, uci }) => {
             // The agent's search takes a while: answer from a task so this socket keeps reading.
             let (state, viewer, moving) = (state.clone(), viewer.clone(), moving.clone());
             tokio::spawn(async move {
-                let refusal = crate::chess::routes::socket_move(&state, &viewer, &game, &uci).await;
-                moving.store(false, std::sync::atomic::Ordering::SeqCst);
+                let refusal = {
+                    let _turn = moving.turn.lock().await;
+                    crate::chess::routes::socket_move(&state, &viewer, &game, &uci).await
+                };
+                moving.leave();
                 if let Some(refusal) = refusal {
                     let _ = outbox.push_control(encode(&refusal)).await;
                 }
