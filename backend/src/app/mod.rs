@@ -1,6 +1,7 @@
 //! The server: shared state, the router, and the build -> port -> run seam that tests use to start
 //! the real app on port 0.
 
+pub mod error;
 mod health;
 pub mod lifecycle;
 mod root;
@@ -19,6 +20,8 @@ use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tower_http::compression::predicate::{NotForContentType, Predicate, SizeAbove};
 use tower_http::compression::{CompressionLayer, CompressionLevel};
+
+pub use error::AppError;
 
 use crate::config::ServeConfig;
 use crate::metrics::{self, Metrics};
@@ -228,7 +231,7 @@ use crate::auth::secrets::constant_time_eq;
 /// scope. A plain team token is for posting rollouts, and a free account is not a compute grant:
 /// letting either spend the server's model would hand it to whoever signs up.
 async fn require_caller(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    use crate::auth::{AppError, Viewer};
+    use crate::auth::Viewer;
     match crate::auth::identify(req.headers(), &state).await {
         Ok(Viewer::Anonymous) => ApiError::Unauthorized.into_response(),
         Ok(Viewer::Token {

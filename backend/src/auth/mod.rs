@@ -11,7 +11,6 @@
 //! not see, get the same 404 so that names do not leak across teams.
 
 mod cache;
-pub mod error;
 mod limiter;
 pub mod policy;
 mod registration;
@@ -29,8 +28,8 @@ use axum::http::request::Parts;
 use lachesis_shared::accounts::Role;
 use lachesis_shared::live::Topic;
 
+pub use crate::app::AppError;
 use crate::app::AppState;
-pub use error::AppError;
 pub use limiter::WindowLimiter;
 
 /// The session cookie's name. `__Host-`: browsers take it only with `Secure`, `Path=/` and no

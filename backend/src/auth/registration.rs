@@ -11,13 +11,14 @@ use axum::response::Response;
 use lachesis_shared::accounts::{CreatedInvite, NewAccount, Registration, Role};
 use sqlx::{PgConnection, PgPool};
 
-use super::error::Body;
 use super::limiter::client_key;
 use super::routes::{check_name, check_password, signed_in};
 use super::secrets::{self, INVITE_PREFIX, token_hash};
+use super::store;
 use super::teams::{team_for, user_id};
-use super::{AppError, store};
+use crate::app::AppError;
 use crate::app::AppState;
+use crate::app::error::Body;
 use crate::auth::Writer;
 
 const DEAD_INVITE: AppError = AppError::Forbidden("that invite code is unknown, used or expired");

@@ -9,11 +9,12 @@ use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use lachesis_shared::accounts::{AuthState, Login, Me, NewAccount, UserInfo};
 
-use super::error::Body;
 use super::limiter::client_key;
 use super::secrets::{MAX_PASSWORD_BYTES, MIN_PASSWORD_CHARS};
-use super::{AppError, SESSION_COOKIE, Viewer, registration, store, teams, tokens};
+use super::{SESSION_COOKIE, Viewer, registration, store, teams, tokens};
+use crate::app::AppError;
 use crate::app::AppState;
+use crate::app::error::Body;
 use crate::auth::Writer;
 use crate::trajectory::valid_run_name;
 

@@ -11,7 +11,7 @@ use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, Salt
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
-use super::AppError;
+use crate::app::AppError;
 
 /// Prefix of API tokens, so leaked ones are recognisable in logs and secret scanners.
 pub const API_TOKEN_PREFIX: &str = "lch_";

@@ -5,10 +5,11 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use lachesis_shared::accounts::{Member, Membership, NewTeam, Role};
 
-use super::error::Body;
 use super::routes::check_name;
-use super::{AppError, Viewer, store};
+use super::{Viewer, store};
+use crate::app::AppError;
 use crate::app::AppState;
+use crate::app::error::Body;
 use crate::auth::Writer;
 
 /// The signed-in user's id (teams are managed by people, not tokens).

@@ -6,10 +6,11 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use lachesis_shared::accounts::{CreatedToken, NewToken, Role, TokenInfo};
 
-use super::error::Body;
 use super::teams::{team_for, user_id};
-use super::{AppError, Viewer, secrets, store};
+use super::{Viewer, secrets, store};
+use crate::app::AppError;
 use crate::app::AppState;
+use crate::app::error::Body;
 use crate::auth::Writer;
 use crate::trajectory::valid_run_name;
 

@@ -12,10 +12,11 @@ use lachesis_shared::cats::{
 };
 use sqlx::Row;
 
+use crate::app::AppError;
 use crate::app::AppState;
+use crate::app::error::Body;
+use crate::auth::Viewer;
 use crate::auth::Writer;
-use crate::auth::error::Body;
-use crate::auth::{AppError, Viewer};
 use crate::envs::cat_caretaker::data::CatData;
 use crate::envs::cat_caretaker::dialogue::{
     caretaker_messages, caretaker_turns, cat_reply, is_final, opening, rubric_verdict,

@@ -19,8 +19,9 @@ use lachesis_shared::live::{LiveEvent, Topic};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
+use crate::app::AppError;
 use crate::app::AppState;
-use crate::auth::{AppError, Viewer};
+use crate::auth::Viewer;
 use crate::policy::Policy;
 pub use review::learn_pending;
 use store::GameRow;

@@ -10,8 +10,8 @@ use lachesis_shared::chess::rules;
 use lachesis_shared::chess::{MoveReward, Side};
 
 use super::{ChessJudge, store};
+use crate::app::AppError;
 use crate::app::AppState;
-use crate::auth::AppError;
 use crate::policy::PolicyRequest;
 
 /// How much the result (+1 win, −1 loss) adds to a game's return beside its move rewards.

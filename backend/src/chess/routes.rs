@@ -11,10 +11,11 @@ use lachesis_shared::chess::{AgentInfo, GameSummary, GameView, NewGame, PlayMove
 use lachesis_shared::live::{LiveErrorCode, ServerMsg};
 
 use super::{game_id, store};
+use crate::app::AppError;
 use crate::app::AppState;
+use crate::app::error::Body;
+use crate::auth::Viewer;
 use crate::auth::Writer;
-use crate::auth::error::Body;
-use crate::auth::{AppError, Viewer};
 
 pub fn routes() -> Router<AppState> {
     Router::new()

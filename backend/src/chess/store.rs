@@ -6,7 +6,7 @@ use lachesis_shared::chess::{
 };
 use sqlx::{PgConnection, PgPool, Row};
 
-use crate::auth::AppError;
+use crate::app::AppError;
 
 /// A game's row, as the service needs it to decide what may happen next.
 #[derive(Debug, Clone)]

@@ -12,8 +12,9 @@ use futures::StreamExt;
 use lachesis_shared::runs::GroupSummary;
 
 use super::{load_details, readable_run, store};
+use crate::app::AppError;
 use crate::app::AppState;
-use crate::auth::{AppError, Viewer};
+use crate::auth::Viewer;
 
 const PAGE: i64 = 500;
 

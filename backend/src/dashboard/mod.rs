@@ -15,10 +15,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use crate::app::AppError;
 use crate::app::AppState;
+use crate::app::error::Body;
 use crate::auth::Writer;
-use crate::auth::error::Body;
-use crate::auth::{Access, AppError, Viewer};
+use crate::auth::{Access, Viewer};
 use crate::trajectory::valid_run_name;
 pub use sampler::Activity;
 

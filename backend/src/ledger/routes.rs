@@ -8,8 +8,9 @@ use lachesis_shared::ledger::{AccountBalance, MicroUsdc, StatementLine};
 use serde::Deserialize;
 use sqlx::Row;
 
+use crate::app::AppError;
 use crate::app::AppState;
-use crate::auth::{AppError, Viewer};
+use crate::auth::Viewer;
 
 pub fn routes() -> Router<AppState> {
     Router::new()

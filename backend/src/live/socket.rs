@@ -112,7 +112,7 @@ async fn recheck(
 ) -> Result<(), CloseReason> {
     let fresh = match crate::auth::identify(&credentials.0, state).await {
         Ok(fresh) => fresh,
-        Err(crate::auth::AppError::Database(e)) => {
+        Err(crate::app::AppError::Database(e)) => {
             // A database hiccup is not a revocation: keep going, check again next time.
             tracing::warn!(error = %e, "cannot recheck a live socket's credentials");
             return Ok(());

@@ -6,7 +6,7 @@ use lachesis_shared::marketplace::{AgentCard, CardStats, JudgeBackend, NewCard, 
 use sqlx::{PgPool, Row};
 
 use super::outbound::check_team_url;
-use crate::auth::AppError;
+use crate::app::AppError;
 use crate::ledger::Ledger;
 use crate::ledger::queries::create_card_owner_account;
 

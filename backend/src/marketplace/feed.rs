@@ -13,8 +13,9 @@ use lachesis_shared::marketplace::{BudgetView, MarketEvent};
 use serde::Deserialize;
 use sqlx::PgPool;
 
+use crate::app::AppError;
 use crate::app::AppState;
-use crate::auth::{AppError, Viewer};
+use crate::auth::Viewer;
 use crate::ledger::AccountId;
 use crate::ledger::queries;
 use crate::ledger::routes::{statement_lines, visible_teams};

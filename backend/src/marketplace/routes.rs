@@ -7,10 +7,11 @@ use axum::{Json, Router};
 use lachesis_shared::accounts::Role;
 use lachesis_shared::marketplace::{AgentCard, JudgeBackend, NewCard, UpdateCard};
 
+use crate::app::AppError;
 use crate::app::AppState;
+use crate::app::error::Body;
 use crate::auth::Writer;
-use crate::auth::error::Body;
-use crate::auth::{AppError, Viewer, store};
+use crate::auth::{Viewer, store};
 
 pub fn routes() -> Router<AppState> {
     Router::new()

@@ -18,10 +18,11 @@ use lachesis_shared::spatial::{
     AttemptResult, DIFFICULTIES, HumanAttempt, SceneSnapshot, Task, score,
 };
 
+use crate::app::AppError;
 use crate::app::AppState;
+use crate::app::error::Body;
+use crate::auth::Viewer;
 use crate::auth::Writer;
-use crate::auth::error::Body;
-use crate::auth::{AppError, Viewer};
 use crate::envs::spatial::{STEPS_PER_FRAME, generate::generate, parse::check_actions, physics};
 
 pub use stream::SceneStreamer;

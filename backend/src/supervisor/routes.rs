@@ -12,8 +12,9 @@ use axum::routing::get;
 use axum::{Json, Router};
 use lachesis_shared::system::TaskStatus;
 
+use crate::app::AppError;
 use crate::app::AppState;
-use crate::auth::{AppError, Viewer};
+use crate::auth::Viewer;
 
 pub fn routes() -> Router<AppState> {
     Router::new().route("/api/system/tasks", get(tasks))

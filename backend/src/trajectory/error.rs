@@ -62,9 +62,9 @@ impl ApiError {
 }
 
 /// Access decisions made by `crate::auth`, in this boundary's terms.
-impl From<crate::auth::AppError> for ApiError {
-    fn from(err: crate::auth::AppError) -> Self {
-        use crate::auth::AppError;
+impl From<crate::app::AppError> for ApiError {
+    fn from(err: crate::app::AppError) -> Self {
+        use crate::app::AppError;
         match err {
             AppError::Database(e) => ApiError::Database(e),
             AppError::NotFound(what) => ApiError::NotFound(what.to_string()),
@@ -83,7 +83,7 @@ impl IntoResponse for ApiError {
             ApiError::InvalidBody(issues) => ErrorDetail::Fields(issues),
             ApiError::Database(err) if crate::db::is_unavailable(&err) => {
                 tracing::warn!(error = %err, "database unavailable in the trajectory API");
-                ErrorDetail::Message(crate::auth::error::DATABASE_UNAVAILABLE.into())
+                ErrorDetail::Message(crate::app::error::DATABASE_UNAVAILABLE.into())
             }
             ApiError::Database(err) => {
                 tracing::error!(error = %err, "database error in the trajectory API");

@@ -1,4 +1,4 @@
-//! The error type of the `/api` boundary (accounts, teams, tokens and the run dashboards). The body
+//! The error type of the `/api` boundary (accounts, teams, tokens, dashboards, games, cards and the ledger). The body
 //! is `lachesis_shared::error::ErrorBody`, which the browser app decodes; database failures are
 //! logged once and leave as an opaque 500.
 
