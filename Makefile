@@ -14,13 +14,17 @@ endif
 LACHESIS_PG_PORT ?= 54329
 export LACHESIS_PG_PORT
 
-.PHONY: run test drills bench bench-generate bench-fanout bench-physics bench-viewer bench-ledger bench-pay-to-play bench-abuse tools frontend pg-start pg-stop
+.PHONY: run test drills sqlx-prepare bench bench-generate bench-fanout bench-physics bench-viewer bench-ledger bench-pay-to-play bench-abuse tools frontend pg-start pg-stop
 
 run:
 	exec scripts/run.sh
 
 test:
 	scripts/test.sh $(TEST_ARGS)
+
+# After changing a checked query (sqlx::query!) or a migration: regenerate backend/.sqlx.
+sqlx-prepare:
+	scripts/sqlx-prepare.sh
 
 # Three servers on a private PostgreSQL behind a proxy, a fault injected under load in each drill
 # (about DRILL_SECONDS per drill; DRILL_ARGS go to the test binary, e.g. a drill's name).

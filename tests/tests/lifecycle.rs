@@ -1,5 +1,6 @@
 //! Several instances, restarts and outages: instances racing at start, Postgres going away and
-//! coming back, the health endpoints, and SIGTERM with a deadline.
+//! coming back, the health endpoints, SIGTERM with a deadline, and the schema the migrations make
+//! against what the compile-time checked queries were built for.
 
 use std::time::Duration;
 
@@ -438,4 +439,36 @@ impl OpenHolds {
             state("elsewhere").await.unwrap(),
         )
     }
+}
+
+/// `backend/.sqlx` is what the compile-time checked queries were built against: each stored query
+/// is described again by a database the migrations made, and must still read the same columns,
+/// types and nullability and take the same parameters. A migration that changes any of them
+/// without `make sqlx-prepare` fails here, not in production.
+#[tokio::test]
+async fn checked_queries_match_the_schema_the_migrations_make() {
+    let database_url = fresh_database().await;
+    let db = lachesis::db::connect(&database_url, 2).await.unwrap();
+    lachesis::db::migrate(&db).await.unwrap();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../backend/.sqlx");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).expect("backend/.sqlx is committed") {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !(name.starts_with("query-") && name.ends_with(".json")) {
+            continue;
+        }
+        let stored: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let sql = stored["query"].as_str().expect("a query text");
+        let described = sqlx::Executor::describe(&db, sql)
+            .await
+            .unwrap_or_else(|e| panic!("{name} no longer prepares: {e}\n{sql}"));
+        assert_eq!(
+            serde_json::to_value(&described).unwrap(),
+            stored["describe"],
+            "{name}: the schema changed under this query; run `make sqlx-prepare`\n{sql}"
+        );
+        checked += 1;
+    }
+    assert!(checked > 0, "no checked queries found in {}", dir.display());
 }

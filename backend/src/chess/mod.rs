@@ -128,7 +128,7 @@ pub async fn can_watch(viewer: &Viewer, state: &AppState, game: &str) -> Result<
     match store::game(&mut conn, id, false).await {
         Ok(Some(row)) => Ok(may_access(viewer, &row)),
         Ok(None) => Ok(false),
-        Err(AppError::Database(e)) => Err(e),
+        Err(store::StoreError::Database(e)) => Err(e),
         Err(_) => Ok(false),
     }
 }

@@ -114,9 +114,7 @@ async fn judge_move(
 pub async fn learn_pending(state: &AppState) -> Result<Option<i64>, AppError> {
     let mut tx = state.db.begin().await?;
     // One update at a time: versions are consecutive and each game is learned from once.
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtext('lachesis.chess.policy'))")
-        .execute(&mut *tx)
-        .await?;
+    store::lock_policy_updates(&mut tx).await?;
     let games = store::games_to_learn(&mut tx).await?;
     if games.is_empty() {
         return Ok(None);

@@ -28,6 +28,17 @@ pub fn routes() -> Router<AppState> {
         .route("/api/chess/agent", get(agent))
 }
 
+/// How the chess room's storage failures reach a caller.
+impl From<store::StoreError> for AppError {
+    fn from(err: store::StoreError) -> Self {
+        match err {
+            store::StoreError::Database(e) => AppError::Database(e),
+            store::StoreError::MoveTaken => AppError::Conflict(err.to_string()),
+            store::StoreError::Unreadable(_) => AppError::Internal(err.to_string()),
+        }
+    }
+}
+
 async fn list(
     State(state): State<AppState>,
     viewer: Viewer,

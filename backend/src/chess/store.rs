@@ -1,12 +1,25 @@
-//! SQL of the chess room: policy versions, games and moves.
+//! SQL of the chess room: policy versions, games and moves. Every query is checked against the
+//! schema at compile time (`sqlx::query!`, offline data in `backend/.sqlx`), and a failure is a
+//! [`StoreError`] that the handlers turn into the HTTP answer.
 
 use lachesis_chess::agent::PolicyParams;
 use lachesis_shared::chess::{
     GameEnd, GameOutcome, GameSummary, GameView, MoveRecord, MoveReward, Side,
 };
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::{PgConnection, PgPool};
 
-use crate::app::AppError;
+/// What can go wrong below the chess handlers.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+    /// The primary key on (game, ply) refused a second move at one ply.
+    #[error("a move at this ply")]
+    MoveTaken,
+    /// A stored value this code cannot read (a side, an end, a reward or policy document).
+    #[error("stored chess data unreadable: {0}")]
+    Unreadable(String),
+}
 
 /// A game's row, as the service needs it to decide what may happen next.
 #[derive(Debug, Clone)]
@@ -24,42 +37,57 @@ pub struct GameRow {
     pub created_at: String,
 }
 
-const GAME_COLUMNS: &str = "g.id, g.owner_user, g.owner_team, g.agent_side, g.start_fen, g.fen, \
-    g.policy_version, g.result, g.end_reason, g.game_return, \
-    to_char(g.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS created, \
-    (SELECT count(*) FROM chess_moves m WHERE m.game_id = g.id) AS plies";
+/// A `chess_games` row with its derived columns, as the queries below select it.
+struct GameRecord {
+    id: i64,
+    owner_user: Option<i64>,
+    owner_team: Option<i64>,
+    agent_side: String,
+    start_fen: String,
+    fen: String,
+    policy_version: i64,
+    result: Option<String>,
+    end_reason: Option<String>,
+    game_return: Option<f64>,
+    created: String,
+    plies: i64,
+}
 
-fn game_from_row(row: &sqlx::postgres::PgRow) -> Result<GameRow, AppError> {
-    let side: String = row.try_get("agent_side")?;
-    let result: Option<String> = row.try_get("result")?;
-    let end: Option<String> = row.try_get("end_reason")?;
-    let outcome = match (result, end) {
-        (Some(result), Some(end)) => {
-            let end = GameEnd::parse(&end)
-                .ok_or_else(|| AppError::Internal(format!("unknown game end {end:?}")))?;
-            let winner = match result.as_str() {
-                "1-0" => Some(Side::White),
-                "0-1" => Some(Side::Black),
-                _ => None,
-            };
-            Some(GameOutcome::new(end, winner))
-        }
-        _ => None,
-    };
-    Ok(GameRow {
-        id: row.try_get("id")?,
-        owner_user: row.try_get("owner_user")?,
-        owner_team: row.try_get("owner_team")?,
-        agent_side: Side::parse(&side)
-            .ok_or_else(|| AppError::Internal(format!("unknown side {side:?}")))?,
-        start_fen: row.try_get("start_fen")?,
-        fen: row.try_get("fen")?,
-        policy_version: row.try_get("policy_version")?,
-        outcome,
-        game_return: row.try_get("game_return")?,
-        plies: u32::try_from(row.try_get::<i64, _>("plies")?).unwrap_or(u32::MAX),
-        created_at: row.try_get("created")?,
-    })
+impl TryFrom<GameRecord> for GameRow {
+    type Error = StoreError;
+
+    fn try_from(row: GameRecord) -> Result<Self, StoreError> {
+        let outcome = match (row.result, row.end_reason) {
+            (Some(result), Some(end)) => {
+                let end = GameEnd::parse(&end)
+                    .ok_or_else(|| StoreError::Unreadable(format!("game end {end:?}")))?;
+                let winner = match result.as_str() {
+                    "1-0" => Some(Side::White),
+                    "0-1" => Some(Side::Black),
+                    _ => None,
+                };
+                Some(GameOutcome::new(end, winner))
+            }
+            _ => None,
+        };
+        Ok(GameRow {
+            id: row.id,
+            owner_user: row.owner_user,
+            owner_team: row.owner_team,
+            agent_side: side(&row.agent_side)?,
+            start_fen: row.start_fen,
+            fen: row.fen,
+            policy_version: row.policy_version,
+            outcome,
+            game_return: row.game_return,
+            plies: u32::try_from(row.plies).unwrap_or(u32::MAX),
+            created_at: row.created,
+        })
+    }
+}
+
+fn side(stored: &str) -> Result<Side, StoreError> {
+    Side::parse(stored).ok_or_else(|| StoreError::Unreadable(format!("side {stored:?}")))
 }
 
 /// The game, locked for the rest of the transaction when `lock` is set (one move at a time).
@@ -67,16 +95,27 @@ pub async fn game(
     conn: &mut PgConnection,
     id: i64,
     lock: bool,
-) -> Result<Option<GameRow>, AppError> {
-    let sql = format!(
-        "SELECT {GAME_COLUMNS} FROM chess_games g WHERE g.id = $1{}",
-        if lock { " FOR UPDATE" } else { "" }
-    );
-    let row = sqlx::query(&sql)
-        .bind(id)
-        .fetch_optional(&mut *conn)
-        .await?;
-    row.as_ref().map(game_from_row).transpose()
+) -> Result<Option<GameRow>, StoreError> {
+    if lock {
+        let locked = sqlx::query_scalar!("SELECT id FROM chess_games WHERE id = $1 FOR UPDATE", id)
+            .fetch_optional(&mut *conn)
+            .await?;
+        if locked.is_none() {
+            return Ok(None);
+        }
+    }
+    let row = sqlx::query_as!(
+        GameRecord,
+        r#"SELECT g.id, g.owner_user, g.owner_team, g.agent_side, g.start_fen, g.fen,
+                  g.policy_version, g.result, g.end_reason, g.game_return,
+                  to_char(g.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "created!",
+                  (SELECT count(*) FROM chess_moves m WHERE m.game_id = g.id) AS "plies!"
+           FROM chess_games g WHERE g.id = $1"#,
+        id
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    row.map(GameRow::try_from).transpose()
 }
 
 /// Games the caller may see: `owner_user`/`owner_team` filter unless `all`.
@@ -86,21 +125,25 @@ pub async fn list_games(
     user: Option<i64>,
     team: Option<i64>,
     limit: i64,
-) -> Result<Vec<GameSummary>, AppError> {
-    let sql = format!(
-        "SELECT {GAME_COLUMNS} FROM chess_games g \
-         WHERE $1 OR g.owner_user = $2 OR g.owner_team = $3 ORDER BY g.id DESC LIMIT $4"
-    );
-    let rows = sqlx::query(&sql)
-        .bind(all)
-        .bind(user)
-        .bind(team)
-        .bind(limit)
-        .fetch_all(db)
-        .await?;
-    rows.iter()
+) -> Result<Vec<GameSummary>, StoreError> {
+    let rows = sqlx::query_as!(
+        GameRecord,
+        r#"SELECT g.id, g.owner_user, g.owner_team, g.agent_side, g.start_fen, g.fen,
+                  g.policy_version, g.result, g.end_reason, g.game_return,
+                  to_char(g.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "created!",
+                  (SELECT count(*) FROM chess_moves m WHERE m.game_id = g.id) AS "plies!"
+           FROM chess_games g
+           WHERE $1 OR g.owner_user = $2 OR g.owner_team = $3 ORDER BY g.id DESC LIMIT $4"#,
+        all,
+        user,
+        team,
+        limit
+    )
+    .fetch_all(db)
+    .await?;
+    rows.into_iter()
         .map(|row| {
-            let g = game_from_row(row)?;
+            let g = GameRow::try_from(row)?;
             Ok(GameSummary {
                 id: g.id.to_string(),
                 agent_side: g.agent_side,
@@ -121,33 +164,32 @@ pub struct StoredMove {
     pub gradient: Option<Vec<f64>>,
 }
 
-pub async fn moves(conn: &mut PgConnection, game: i64) -> Result<Vec<StoredMove>, AppError> {
-    let rows = sqlx::query(
+pub async fn moves(conn: &mut PgConnection, game: i64) -> Result<Vec<StoredMove>, StoreError> {
+    let rows = sqlx::query!(
         "SELECT ply, uci, san, fen_after, by_agent, gradient, reward, rating \
          FROM chess_moves WHERE game_id = $1 ORDER BY ply",
+        game
     )
-    .bind(game)
     .fetch_all(&mut *conn)
     .await?;
-    rows.iter()
+    rows.into_iter()
         .map(|row| {
-            let reward: Option<serde_json::Value> = row.try_get("reward")?;
-            let reward = reward
+            let reward = row
+                .reward
                 .map(serde_json::from_value::<MoveReward>)
                 .transpose()
-                .map_err(|e| AppError::Internal(format!("stored move reward: {e}")))?;
-            let rating: Option<i16> = row.try_get("rating")?;
+                .map_err(|e| StoreError::Unreadable(format!("move reward: {e}")))?;
             Ok(StoredMove {
                 record: MoveRecord {
-                    ply: u32::try_from(row.try_get::<i32, _>("ply")?).unwrap_or(0),
-                    uci: row.try_get("uci")?,
-                    san: row.try_get("san")?,
-                    fen_after: row.try_get("fen_after")?,
-                    by_agent: row.try_get("by_agent")?,
+                    ply: u32::try_from(row.ply).unwrap_or(0),
+                    uci: row.uci,
+                    san: row.san,
+                    fen_after: row.fen_after,
+                    by_agent: row.by_agent,
                     reward,
-                    rating: rating.and_then(|r| u8::try_from(r).ok()),
+                    rating: row.rating.and_then(|r| u8::try_from(r).ok()),
                 },
-                gradient: row.try_get("gradient")?,
+                gradient: row.gradient,
             })
         })
         .collect()
@@ -174,19 +216,23 @@ pub async fn insert_game(
     agent_side: Side,
     start_fen: &str,
     policy_version: i64,
-) -> Result<i64, AppError> {
-    let id = sqlx::query_scalar(
+) -> Result<i64, StoreError> {
+    let id = sqlx::query_scalar!(
         "INSERT INTO chess_games (owner_user, owner_team, agent_side, start_fen, fen, policy_version) \
          VALUES ($1, $2, $3, $4, $4, $5) RETURNING id",
+        owner_user,
+        owner_team,
+        agent_side.as_str(),
+        start_fen,
+        policy_version
     )
-    .bind(owner_user)
-    .bind(owner_team)
-    .bind(agent_side.as_str())
-    .bind(start_fen)
-    .bind(policy_version)
     .fetch_one(&mut *conn)
     .await?;
     Ok(id)
+}
+
+fn stored_ply(ply: u32) -> i32 {
+    i32::try_from(ply).unwrap_or(i32::MAX)
 }
 
 /// Appends a move and moves the game on; the primary key refuses a second move at one ply.
@@ -195,26 +241,31 @@ pub async fn insert_move(
     game: i64,
     record: &MoveRecord,
     gradient: Option<&[f64]>,
-) -> Result<(), AppError> {
-    sqlx::query(
+) -> Result<(), StoreError> {
+    sqlx::query!(
         "INSERT INTO chess_moves (game_id, ply, uci, san, fen_after, by_agent, gradient) \
          VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        game,
+        stored_ply(record.ply),
+        record.uci,
+        record.san,
+        record.fen_after,
+        record.by_agent,
+        gradient
     )
-    .bind(game)
-    .bind(i32::try_from(record.ply).unwrap_or(i32::MAX))
-    .bind(&record.uci)
-    .bind(&record.san)
-    .bind(&record.fen_after)
-    .bind(record.by_agent)
-    .bind(gradient)
     .execute(&mut *conn)
     .await
-    .map_err(|e| AppError::conflict_on_unique(e, "a move at this ply"))?;
-    sqlx::query("UPDATE chess_games SET fen = $2 WHERE id = $1")
-        .bind(game)
-        .bind(&record.fen_after)
-        .execute(&mut *conn)
-        .await?;
+    .map_err(|e| match &e {
+        sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::MoveTaken,
+        _ => StoreError::Database(e),
+    })?;
+    sqlx::query!(
+        "UPDATE chess_games SET fen = $2 WHERE id = $1",
+        game,
+        record.fen_after
+    )
+    .execute(&mut *conn)
+    .await?;
     Ok(())
 }
 
@@ -222,14 +273,14 @@ pub async fn end_game(
     conn: &mut PgConnection,
     game: i64,
     outcome: &GameOutcome,
-) -> Result<(), AppError> {
-    sqlx::query(
+) -> Result<(), StoreError> {
+    sqlx::query!(
         "UPDATE chess_games SET result = $2, end_reason = $3, ended_at = now() \
          WHERE id = $1 AND result IS NULL",
+        game,
+        outcome.result,
+        outcome.end.as_str()
     )
-    .bind(game)
-    .bind(&outcome.result)
-    .bind(outcome.end.as_str())
     .execute(&mut *conn)
     .await?;
     Ok(())
@@ -240,84 +291,100 @@ pub async fn store_review(
     game: i64,
     rewards: &[(u32, MoveReward)],
     game_return: f64,
-) -> Result<(), AppError> {
+) -> Result<(), StoreError> {
     for (ply, reward) in rewards {
-        let json = serde_json::to_value(reward).map_err(|e| AppError::Internal(e.to_string()))?;
-        sqlx::query(
+        let json =
+            serde_json::to_value(reward).map_err(|e| StoreError::Unreadable(e.to_string()))?;
+        sqlx::query!(
             "UPDATE chess_moves SET reward = $3 WHERE game_id = $1 AND ply = $2 AND by_agent",
+            game,
+            stored_ply(*ply),
+            json
         )
-        .bind(game)
-        .bind(i32::try_from(*ply).unwrap_or(i32::MAX))
-        .bind(json)
         .execute(&mut *conn)
         .await?;
     }
-    sqlx::query("UPDATE chess_games SET game_return = $2 WHERE id = $1")
-        .bind(game)
-        .bind(game_return)
-        .execute(&mut *conn)
-        .await?;
+    sqlx::query!(
+        "UPDATE chess_games SET game_return = $2 WHERE id = $1",
+        game,
+        game_return
+    )
+    .execute(&mut *conn)
+    .await?;
     Ok(())
 }
 
 /// Rates an agent move; `false` when there is no agent move at that ply.
-pub async fn rate(db: &PgPool, game: i64, ply: u32, rating: u8) -> Result<bool, AppError> {
-    let done = sqlx::query(
+pub async fn rate(db: &PgPool, game: i64, ply: u32, rating: u8) -> Result<bool, StoreError> {
+    let done = sqlx::query!(
         "UPDATE chess_moves SET rating = $3 WHERE game_id = $1 AND ply = $2 AND by_agent",
+        game,
+        stored_ply(ply),
+        i16::from(rating)
     )
-    .bind(game)
-    .bind(i32::try_from(ply).unwrap_or(i32::MAX))
-    .bind(i16::from(rating))
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
 }
 
+fn policy_params(stored: &serde_json::Value) -> Result<PolicyParams, StoreError> {
+    PolicyParams::from_json(stored).map_err(StoreError::Unreadable)
+}
+
 /// The newest policy version and its games learned, creating version 0 on first use.
-pub async fn latest_policy(conn: &mut PgConnection) -> Result<(PolicyParams, i64), AppError> {
-    let row = sqlx::query(
-        "SELECT params, learned_games FROM chess_policies ORDER BY version DESC LIMIT 1",
+pub async fn latest_policy(conn: &mut PgConnection) -> Result<(PolicyParams, i64), StoreError> {
+    let row = sqlx::query!(
+        "SELECT params, learned_games FROM chess_policies ORDER BY version DESC LIMIT 1"
     )
     .fetch_optional(&mut *conn)
     .await?;
     match row {
-        Some(row) => {
-            let params =
-                PolicyParams::from_json(&row.try_get("params")?).map_err(AppError::Internal)?;
-            Ok((params, row.try_get("learned_games")?))
-        }
+        Some(row) => Ok((policy_params(&row.params)?, row.learned_games)),
         None => {
             let params = PolicyParams::default();
             let json =
-                serde_json::to_value(&params).map_err(|e| AppError::Internal(e.to_string()))?;
-            sqlx::query("INSERT INTO chess_policies (version, params) VALUES (0, $1) ON CONFLICT DO NOTHING")
-                .bind(json)
-                .execute(&mut *conn)
-                .await?;
+                serde_json::to_value(&params).map_err(|e| StoreError::Unreadable(e.to_string()))?;
+            sqlx::query!(
+                "INSERT INTO chess_policies (version, params) VALUES (0, $1) ON CONFLICT DO NOTHING",
+                json
+            )
+            .execute(&mut *conn)
+            .await?;
             Ok((params, 0))
         }
     }
 }
 
-pub async fn policy(conn: &mut PgConnection, version: i64) -> Result<PolicyParams, AppError> {
-    let params: serde_json::Value =
-        sqlx::query_scalar("SELECT params FROM chess_policies WHERE version = $1")
-            .bind(version)
-            .fetch_one(&mut *conn)
-            .await?;
-    PolicyParams::from_json(&params).map_err(AppError::Internal)
+pub async fn policy(conn: &mut PgConnection, version: i64) -> Result<PolicyParams, StoreError> {
+    let params = sqlx::query_scalar!(
+        "SELECT params FROM chess_policies WHERE version = $1",
+        version
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    policy_params(&params)
 }
 
 pub async fn insert_policy(
     conn: &mut PgConnection,
     params: &PolicyParams,
     learned_games: i64,
-) -> Result<(), AppError> {
-    let json = serde_json::to_value(params).map_err(|e| AppError::Internal(e.to_string()))?;
-    sqlx::query("INSERT INTO chess_policies (version, params, learned_games) VALUES ($1, $2, $3)")
-        .bind(params.version)
-        .bind(json)
-        .bind(learned_games)
+) -> Result<(), StoreError> {
+    let json = serde_json::to_value(params).map_err(|e| StoreError::Unreadable(e.to_string()))?;
+    sqlx::query!(
+        "INSERT INTO chess_policies (version, params, learned_games) VALUES ($1, $2, $3)",
+        params.version,
+        json,
+        learned_games
+    )
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Serialises policy updates across servers: two learners never read the same games.
+pub async fn lock_policy_updates(conn: &mut PgConnection) -> Result<(), StoreError> {
+    sqlx::query!("SELECT pg_advisory_xact_lock(hashtext('lachesis.chess.policy'))")
         .execute(&mut *conn)
         .await?;
     Ok(())
@@ -326,29 +393,24 @@ pub async fn insert_policy(
 /// Reviewed games the policy has not learned from yet, locked so two updates never share one.
 pub async fn games_to_learn(
     conn: &mut PgConnection,
-) -> Result<Vec<(i64, Side, Option<String>)>, AppError> {
-    let rows = sqlx::query(
+) -> Result<Vec<(i64, Side, Option<String>)>, StoreError> {
+    let rows = sqlx::query!(
         "SELECT id, agent_side, result FROM chess_games WHERE game_return IS NOT NULL AND NOT learned \
-         ORDER BY id FOR UPDATE SKIP LOCKED",
+         ORDER BY id FOR UPDATE SKIP LOCKED"
     )
     .fetch_all(&mut *conn)
     .await?;
-    rows.iter()
-        .map(|row| {
-            let side: String = row.try_get("agent_side")?;
-            Ok((
-                row.try_get("id")?,
-                Side::parse(&side).unwrap_or(Side::Black),
-                row.try_get("result")?,
-            ))
-        })
+    rows.into_iter()
+        .map(|row| Ok((row.id, side(&row.agent_side)?, row.result)))
         .collect()
 }
 
-pub async fn mark_learned(conn: &mut PgConnection, games: &[i64]) -> Result<(), AppError> {
-    sqlx::query("UPDATE chess_games SET learned = true WHERE id = ANY($1)")
-        .bind(games)
-        .execute(&mut *conn)
-        .await?;
+pub async fn mark_learned(conn: &mut PgConnection, games: &[i64]) -> Result<(), StoreError> {
+    sqlx::query!(
+        "UPDATE chess_games SET learned = true WHERE id = ANY($1)",
+        games
+    )
+    .execute(&mut *conn)
+    .await?;
     Ok(())
 }

@@ -201,19 +201,19 @@ impl Ledger {
         // deposit.)
         let mut tries = 0;
         let row = loop {
-            let found = sqlx::query(
-                "WITH new AS (
+            let found = sqlx::query!(
+                r#"WITH new AS (
                      INSERT INTO ledger_accounts (name, kind, team_id, wallet)
                      VALUES ($1, $2, $3, $4)
                      ON CONFLICT (name) DO NOTHING RETURNING id, kind)
-                 SELECT id, kind FROM new
+                 SELECT id AS "id!", kind AS "kind!" FROM new
                  UNION ALL SELECT id, kind FROM ledger_accounts WHERE name = $1
-                 LIMIT 1",
+                 LIMIT 1"#,
+                name,
+                kind.as_str(),
+                team,
+                wallet.map(str::to_ascii_lowercase)
             )
-            .bind(name)
-            .bind(kind.as_str())
-            .bind(team)
-            .bind(wallet.map(str::to_ascii_lowercase))
             .fetch_optional(&self.db)
             .await
             .map_err(|e| classify(e, 0, name))?;
@@ -226,13 +226,13 @@ impl Ledger {
                 None => return Err(LedgerError::UnknownAccount(name.to_string())),
             }
         };
-        let existing: String = row.try_get("kind")?;
-        if existing != kind.as_str() {
+        if row.kind != kind.as_str() {
             return Err(LedgerError::InvalidAccount(format!(
-                "{name} exists as a {existing} account"
+                "{name} exists as a {} account",
+                row.kind
             )));
         }
-        Ok(AccountId(row.try_get("id")?))
+        Ok(AccountId(row.id))
     }
 
     /// The id of an existing account.
@@ -282,11 +282,11 @@ impl Ledger {
 
     /// Reverses a payment in full, under its own idempotency key; a payment is refunded once.
     pub async fn refund(&self, key: &str, payment_tx: i64) -> Result<Posted, LedgerError> {
-        let legs = sqlx::query(
+        let legs = sqlx::query!(
             "SELECT t.kind, e.account_id, e.amount FROM ledger_transactions t
              JOIN ledger_entries e ON e.tx_id = t.id WHERE t.id = $1",
+            payment_tx
         )
-        .bind(payment_tx)
         .fetch_all(&self.db)
         .await?;
         if legs.is_empty() {
@@ -295,8 +295,7 @@ impl Ledger {
                 "no such transaction",
             ));
         }
-        let kind: String = legs[0].try_get("kind")?;
-        if kind != "payment" || legs.len() != 2 {
+        if legs[0].kind != "payment" || legs.len() != 2 {
             return Err(LedgerError::NotRefundable(
                 payment_tx,
                 "only payments are refunded",
@@ -304,8 +303,7 @@ impl Ledger {
         }
         let (mut payer, mut payee, mut amount) = (None, None, 0);
         for leg in &legs {
-            let account = AccountId(leg.try_get("account_id")?);
-            let value: i64 = leg.try_get("amount")?;
+            let (account, value) = (AccountId(leg.account_id), leg.amount);
             if value < 0 {
                 payer = Some(account);
             } else {
@@ -352,24 +350,25 @@ impl Ledger {
             Settlement::Simulated => ("simulated", None),
             Settlement::Chain { tx_hash } => ("chain", Some(tx_hash.as_str())),
         };
-        let row = sqlx::query(
-            "SELECT tx_id, replayed FROM ledger_transfer($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        let row = sqlx::query!(
+            r#"SELECT tx_id AS "tx_id!", replayed AS "replayed!"
+               FROM ledger_transfer($1, $2, $3, $4, $5, $6, $7, $8, $9)"#,
+            transfer.key,
+            kind,
+            transfer.payer.0,
+            transfer.payee.0,
+            transfer.amount.0,
+            transfer.memo,
+            refund_of,
+            settlement,
+            chain_tx
         )
-        .bind(transfer.key)
-        .bind(kind)
-        .bind(transfer.payer.0)
-        .bind(transfer.payee.0)
-        .bind(transfer.amount.0)
-        .bind(transfer.memo)
-        .bind(refund_of)
-        .bind(settlement)
-        .bind(chain_tx)
         .fetch_one(&self.db)
         .await
         .map_err(|e| classify(e, transfer.amount.0, transfer.key))?;
         Ok(Posted {
-            tx_id: row.try_get("tx_id")?,
-            replayed: row.try_get("replayed")?,
+            tx_id: row.tx_id,
+            replayed: row.replayed,
         })
     }
 
@@ -383,23 +382,24 @@ impl Ledger {
         {
             return Err(LedgerError::OwnerLost);
         }
-        let row = sqlx::query(
-            "SELECT hold_id, hold_state, replayed FROM ledger_hold($1, $2, $3, $4, $5, $6, $7)",
+        let row = sqlx::query!(
+            r#"SELECT hold_id AS "hold_id!", hold_state AS "hold_state!", replayed AS "replayed!"
+               FROM ledger_hold($1, $2, $3, $4, $5, $6, $7)"#,
+            transfer.key,
+            transfer.payer.0,
+            transfer.payee.0,
+            transfer.amount.0,
+            transfer.memo,
+            if on_chain { "chain" } else { "simulated" },
+            self.owner.as_ref().map(|owner| owner.key)
         )
-        .bind(transfer.key)
-        .bind(transfer.payer.0)
-        .bind(transfer.payee.0)
-        .bind(transfer.amount.0)
-        .bind(transfer.memo)
-        .bind(if on_chain { "chain" } else { "simulated" })
-        .bind(self.owner.as_ref().map(|owner| owner.key))
         .fetch_one(&self.db)
         .await
         .map_err(|e| classify(e, transfer.amount.0, transfer.key))?;
         Ok(Hold {
-            id: row.try_get("hold_id")?,
-            state: HoldState::parse(row.try_get("hold_state")?)?,
-            replayed: row.try_get("replayed")?,
+            id: row.hold_id,
+            state: HoldState::parse(&row.hold_state)?,
+            replayed: row.replayed,
         })
     }
 
@@ -446,20 +446,19 @@ impl Ledger {
     /// owner is gone when its advisory lock is free (taking it, for a moment, proves so).
     pub async fn abandoned_holds(&self) -> Result<Vec<OpenHold>, LedgerError> {
         let mut connection = self.db.acquire().await?;
-        let rows = sqlx::query(
-            "SELECT id, settlement, chain_tx, owner,
-                    created_at < now() - $1::interval AS past_grace
-             FROM ledger_holds WHERE state = 'held' ORDER BY id",
+        let rows = sqlx::query!(
+            r#"SELECT id, settlement, chain_tx, owner,
+                      created_at < now() - $1::text::interval AS "past_grace!"
+               FROM ledger_holds WHERE state = 'held' ORDER BY id"#,
+            UNOWNED_HOLD_GRACE
         )
-        .bind(UNOWNED_HOLD_GRACE)
         .fetch_all(&mut *connection)
         .await?;
         let mut alive = std::collections::HashMap::new();
         let mut abandoned = Vec::new();
         for row in rows {
-            let owner: Option<i64> = row.try_get("owner")?;
-            let gone = match owner {
-                None => row.try_get::<bool, _>("past_grace")?,
+            let gone = match row.owner {
+                None => row.past_grace,
                 Some(key) if self.owner.as_ref().is_some_and(|mine| mine.key == key) => false,
                 Some(key) => match alive.get(&key) {
                     Some(alive) => !alive,
@@ -481,9 +480,9 @@ impl Ledger {
             };
             if gone {
                 abandoned.push(OpenHold {
-                    id: row.try_get("id")?,
-                    on_chain: row.try_get::<String, _>("settlement")? == "chain",
-                    chain_tx: row.try_get("chain_tx")?,
+                    id: row.id,
+                    on_chain: row.settlement == "chain",
+                    chain_tx: row.chain_tx,
                 });
             }
         }

@@ -124,19 +124,19 @@ pub async fn reconcile(db: &PgPool) -> Result<ReconcileReport, sqlx::Error> {
             });
         }
     }
-    let counts = sqlx::query(
-        "SELECT (SELECT count(*) FROM ledger_accounts) AS accounts,
-                (SELECT count(*) FROM ledger_transactions) AS transactions,
-                (SELECT count(*) FROM ledger_holds WHERE state = 'held') AS open_holds",
+    let counts = sqlx::query!(
+        r#"SELECT (SELECT count(*) FROM ledger_accounts) AS "accounts!",
+                  (SELECT count(*) FROM ledger_transactions) AS "transactions!",
+                  (SELECT count(*) FROM ledger_holds WHERE state = 'held') AS "open_holds!""#
     )
     .fetch_one(&mut *tx)
     .await?;
     tx.commit().await?;
     Ok(ReconcileReport {
         checks: CHECKS.iter().map(|(name, _, _)| *name).collect(),
-        accounts: counts.try_get("accounts")?,
-        transactions: counts.try_get("transactions")?,
-        open_holds: counts.try_get("open_holds")?,
+        accounts: counts.accounts,
+        transactions: counts.transactions,
+        open_holds: counts.open_holds,
         findings,
     })
 }
