@@ -13,7 +13,7 @@ use sqlx::{PgConnection, PgPool};
 
 use super::limiter::client_key;
 use super::routes::{check_name, check_password, signed_in};
-use super::secrets::{self, INVITE_PREFIX, token_hash};
+use super::secrets::{self, INVITE_PREFIX};
 use super::store;
 use super::teams::{team_for, user_id};
 use crate::app::AppError;
@@ -83,15 +83,7 @@ pub(super) async fn register(
         let team = claim_invite(&mut tx, code, user)
             .await?
             .ok_or(DEAD_INVITE)?;
-        sqlx::query(
-            "INSERT INTO memberships (team_id, user_id, role) VALUES ($1, $2, $3)
-             ON CONFLICT (team_id, user_id) DO NOTHING",
-        )
-        .bind(team)
-        .bind(user)
-        .bind(Role::Member.as_str())
-        .execute(&mut *tx)
-        .await?;
+        store::join_team(&mut tx, team, user, Role::Member).await?;
     }
     tx.commit().await?;
     signed_in(&state, user, account.username).await
@@ -105,16 +97,13 @@ pub(super) async fn create_invite(
 ) -> Result<Json<CreatedInvite>, AppError> {
     let team = team_for(&state, &viewer, &team, Role::Owner).await?;
     let code = secrets::new_invite_code();
-    let (expires_at_ms,): (i64,) = sqlx::query_as(
-        "INSERT INTO invites (team_id, code_hash, created_by, expires_at)
-         VALUES ($1, $2, $3, now() + make_interval(days => $4))
-         RETURNING (extract(epoch FROM expires_at) * 1000)::bigint",
+    let expires_at_ms = store::create_invite(
+        &state.db,
+        team,
+        &code,
+        user_id(&viewer).ok(),
+        state.accounts.invite_days,
     )
-    .bind(team)
-    .bind(token_hash(&code))
-    .bind(user_id(&viewer).ok())
-    .bind(i32::try_from(state.accounts.invite_days).unwrap_or(i32::MAX))
-    .fetch_one(&state.db)
     .await?;
     Ok(Json(CreatedInvite {
         code,
@@ -124,21 +113,11 @@ pub(super) async fn create_invite(
 
 /// Whether `code` names an unused, unexpired invite (a cheap look before hashing a password).
 async fn invite_is_open(db: &PgPool, code: &str) -> Result<bool, sqlx::Error> {
-    if !plausible_code(code) {
-        return Ok(false);
-    }
-    let (open,): (bool,) = sqlx::query_as(
-        "SELECT EXISTS (SELECT 1 FROM invites
-                        WHERE code_hash = $1 AND used_at IS NULL AND expires_at > now())",
-    )
-    .bind(token_hash(code))
-    .fetch_one(db)
-    .await?;
-    Ok(open)
+    Ok(plausible_code(code) && store::invite_is_open(db, code).await?)
 }
 
 /// Marks the invite used by `user` and returns its team; `None` when it is unknown, used or
-/// expired. The row lock of the UPDATE makes a second claimant see `used_at` already set.
+/// expired.
 async fn claim_invite(
     conn: &mut PgConnection,
     code: &str,
@@ -147,16 +126,7 @@ async fn claim_invite(
     if !plausible_code(code) {
         return Ok(None);
     }
-    let team: Option<(i64,)> = sqlx::query_as(
-        "UPDATE invites SET used_by = $2, used_at = now()
-         WHERE code_hash = $1 AND used_at IS NULL AND expires_at > now()
-         RETURNING team_id",
-    )
-    .bind(token_hash(code))
-    .bind(user)
-    .fetch_optional(conn)
-    .await?;
-    Ok(team.map(|(team,)| team))
+    store::claim_invite(conn, code, user).await
 }
 
 /// Codes are the prefix and 64 hex digits; anything else is not looked up at all.

@@ -104,13 +104,7 @@ async fn setup(
     check_password(&account.password)?;
     let hash = state.accounts.hashing.hash(account.password).await?;
     let mut tx = state.db.begin().await?;
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtext('lachesis first owner'))")
-        .execute(&mut *tx)
-        .await?;
-    let (users,): (i64,) = sqlx::query_as("SELECT count(*) FROM users")
-        .fetch_one(&mut *tx)
-        .await?;
-    if users > 0 {
+    if store::lock_first_owner(&mut tx).await? > 0 {
         return Err(owner_exists());
     }
     let user = store::create_user(&mut tx, &account.username, &hash).await?;

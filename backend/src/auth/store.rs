@@ -1,11 +1,19 @@
-//! The SQL of accounts, teams, sessions and tokens. Uniqueness and the "a team keeps an owner" rule
-//! are enforced by Postgres (see migrations/20261130000004_accounts.sql); callers map violations.
+//! The SQL of accounts: users, sessions, tokens and runs' owners here; teams, memberships and
+//! invites in [`teams`]. Uniqueness and the "a team keeps an owner" rule are enforced by Postgres
+//! (see migrations/20261130000004_accounts.sql); callers map violations.
+
+mod teams;
 
 use std::time::Duration;
 
-use lachesis_shared::accounts::{Member, Membership, Role, TokenInfo};
+use lachesis_shared::accounts::TokenInfo;
 use sqlx::{PgConnection, PgPool};
 
+pub use self::teams::{
+    TeamReach, claim_invite, create_invite, create_team, invite_is_open, join_team,
+    lock_owned_teams, members, memberships, remove_member, role_in_team, team_id_by_name,
+    team_reach, team_role_by_name, upsert_member,
+};
 use super::Viewer;
 use super::secrets::{random_secret, token_hash};
 
@@ -110,46 +118,23 @@ pub async fn create_team_run(db: &PgPool, run: &str, team: i64) -> Result<(), sq
     Ok(())
 }
 
-pub async fn role_in_team(db: &PgPool, user: i64, team: i64) -> Result<Option<Role>, sqlx::Error> {
-    let role: Option<(String,)> =
-        sqlx::query_as("SELECT role FROM memberships WHERE user_id = $1 AND team_id = $2")
-            .bind(user)
-            .bind(team)
-            .fetch_optional(db)
-            .await?;
-    Ok(role.and_then(|(r,)| Role::parse(&r)))
-}
-
-/// The team's id and the user's role in it, looked up by the team's name.
-pub async fn team_role_by_name(
-    db: &PgPool,
-    user: i64,
-    team: &str,
-) -> Result<Option<(i64, Role)>, sqlx::Error> {
-    let row: Option<(i64, String)> = sqlx::query_as(
-        "SELECT t.id, m.role FROM teams t JOIN memberships m ON m.team_id = t.id
-         WHERE lower(t.name) = lower($1) AND m.user_id = $2",
-    )
-    .bind(team)
-    .bind(user)
-    .fetch_optional(db)
-    .await?;
-    Ok(row.and_then(|(id, role)| Role::parse(&role).map(|r| (id, r))))
-}
-
-pub async fn team_id_by_name(db: &PgPool, team: &str) -> Result<Option<i64>, sqlx::Error> {
-    let row: Option<(i64,)> = sqlx::query_as("SELECT id FROM teams WHERE lower(name) = lower($1)")
-        .bind(team)
-        .fetch_optional(db)
-        .await?;
-    Ok(row.map(|(id,)| id))
-}
-
 pub async fn user_count(db: &PgPool) -> Result<i64, sqlx::Error> {
     let (n,): (i64,) = sqlx::query_as("SELECT count(*) FROM users")
         .fetch_one(db)
         .await?;
     Ok(n)
+}
+
+/// Takes the first-run lock until the transaction ends (two racing first runs go one after the
+/// other) and counts the users then.
+pub async fn lock_first_owner(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtext('lachesis first owner'))")
+        .execute(&mut *conn)
+        .await?;
+    let (users,): (i64,) = sqlx::query_as("SELECT count(*) FROM users")
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(users)
 }
 
 pub async fn create_user(
@@ -163,37 +148,6 @@ pub async fn create_user(
             .bind(password_hash)
             .fetch_one(conn)
             .await?;
-    Ok(id)
-}
-
-/// Creates a team with `owner` as its first owner.
-/// Teams the user owns, counted while their row is held until the transaction ends, so that two
-/// team creations at once are counted one after the other.
-pub async fn lock_owned_teams(conn: &mut PgConnection, user: i64) -> Result<i64, sqlx::Error> {
-    sqlx::query("SELECT id FROM users WHERE id = $1 FOR UPDATE")
-        .bind(user)
-        .execute(&mut *conn)
-        .await?;
-    sqlx::query_scalar("SELECT count(*) FROM memberships WHERE user_id = $1 AND role = 'owner'")
-        .bind(user)
-        .fetch_one(&mut *conn)
-        .await
-}
-
-pub async fn create_team(
-    conn: &mut PgConnection,
-    name: &str,
-    owner: i64,
-) -> Result<i64, sqlx::Error> {
-    let (id,): (i64,) = sqlx::query_as("INSERT INTO teams (name) VALUES ($1) RETURNING id")
-        .bind(name)
-        .fetch_one(&mut *conn)
-        .await?;
-    sqlx::query("INSERT INTO memberships (team_id, user_id, role) VALUES ($1, $2, 'owner')")
-        .bind(id)
-        .bind(owner)
-        .execute(&mut *conn)
-        .await?;
     Ok(id)
 }
 
@@ -245,66 +199,6 @@ pub async fn delete_session(db: &PgPool, secret: &str) -> Result<(), sqlx::Error
         .execute(db)
         .await?;
     Ok(())
-}
-
-pub async fn memberships(db: &PgPool, user: i64) -> Result<Vec<Membership>, sqlx::Error> {
-    let rows: Vec<(String, String)> = sqlx::query_as(
-        "SELECT t.name, m.role FROM memberships m JOIN teams t ON t.id = m.team_id
-         WHERE m.user_id = $1 ORDER BY lower(t.name)",
-    )
-    .bind(user)
-    .fetch_all(db)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .filter_map(|(team, role)| Role::parse(&role).map(|role| Membership { team, role }))
-        .collect())
-}
-
-pub async fn members(db: &PgPool, team: i64) -> Result<Vec<Member>, sqlx::Error> {
-    let rows: Vec<(String, String)> = sqlx::query_as(
-        "SELECT u.username, m.role FROM memberships m JOIN users u ON u.id = m.user_id
-         WHERE m.team_id = $1 ORDER BY lower(u.username)",
-    )
-    .bind(team)
-    .fetch_all(db)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .filter_map(|(username, role)| Role::parse(&role).map(|role| Member { username, role }))
-        .collect())
-}
-
-/// Adds `username` to the team or changes their role; `false` when no such user exists.
-pub async fn upsert_member(
-    db: &PgPool,
-    team: i64,
-    username: &str,
-    role: Role,
-) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
-        "INSERT INTO memberships (team_id, user_id, role)
-         SELECT $1, id, $3 FROM users WHERE lower(username) = lower($2)
-         ON CONFLICT (team_id, user_id) DO UPDATE SET role = EXCLUDED.role",
-    )
-    .bind(team)
-    .bind(username)
-    .bind(role.as_str())
-    .execute(db)
-    .await?;
-    Ok(done.rows_affected() == 1)
-}
-
-pub async fn remove_member(db: &PgPool, team: i64, username: &str) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
-        "DELETE FROM memberships m USING users u
-         WHERE m.team_id = $1 AND m.user_id = u.id AND lower(u.username) = lower($2)",
-    )
-    .bind(team)
-    .bind(username)
-    .execute(db)
-    .await?;
-    Ok(done.rows_affected() == 1)
 }
 
 type TokenRow = (

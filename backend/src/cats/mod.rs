@@ -2,16 +2,11 @@
 //! and sounds only) while the model is the caretaker. Sessions live in Postgres; a finished one
 //! carries the rubric judge's verdict and reveals the need behind the behaviors.
 
+mod store;
+
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
-use axum::routing::{get, post};
-use axum::{Json, Router};
-use lachesis_shared::cats::{
-    CatBehavior, CatMove, CatRole, CatSession, CatTurn, CatVerdict, NewCatSession,
-};
-use sqlx::Row;
-
+use self::store::{CatStoreError, SessionOwner, StoredSession};
 use crate::app::AppError;
 use crate::app::AppState;
 use crate::app::error::Body;
@@ -22,6 +17,10 @@ use crate::envs::cat_caretaker::dialogue::{
     caretaker_messages, caretaker_turns, cat_reply, is_final, opening, rubric_verdict,
 };
 use crate::policy::{EmbeddedPolicy, Policy, PolicyRequest};
+use axum::extract::{Path, State};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use lachesis_shared::cats::{CatBehavior, CatMove, CatRole, CatSession, CatTurn, NewCatSession};
 
 /// Caretaker turns before the judge decides.
 pub const MAX_TURNS: usize = 5;
@@ -45,83 +44,50 @@ async fn behaviors() -> Result<Json<Vec<CatBehavior>>, AppError> {
     Ok(Json(data()?.behaviors.clone()))
 }
 
-/// A session's owner columns: the user, the team.
-type Owner = (Option<i64>, Option<i64>);
-
 /// The session's owner columns for this caller; `None` for full rights (sees every session).
-fn owner(viewer: &Viewer) -> Result<Option<Owner>, AppError> {
+fn owner(viewer: &Viewer) -> Result<Option<SessionOwner>, AppError> {
     match viewer {
         Viewer::Open | Viewer::Admin => Ok(None),
-        Viewer::User { id, .. } => Ok(Some((Some(*id), None))),
-        Viewer::Token { team_id, .. } => Ok(Some((None, Some(*team_id)))),
+        Viewer::User { id, .. } => Ok(Some(SessionOwner {
+            user: Some(*id),
+            team: None,
+        })),
+        Viewer::Token { team_id, .. } => Ok(Some(SessionOwner {
+            user: None,
+            team: Some(*team_id),
+        })),
         Viewer::Anonymous => Err(AppError::NotSignedIn),
     }
 }
 
-struct Stored {
-    id: i64,
-    role: CatRole,
-    seed: u64,
-    turns: Vec<CatTurn>,
-    verdict: Option<CatVerdict>,
-}
-
-impl Stored {
-    fn view(&self) -> Result<CatSession, AppError> {
-        let task = data()?.task(self.seed);
-        // The person playing the cat acts out the need; a caretaker learns it at the end.
-        let reveal = self.role == CatRole::Cat || self.verdict.is_some();
-        Ok(CatSession {
-            id: self.id.to_string(),
-            role: self.role,
-            turns: self.turns.clone(),
-            max_turns: MAX_TURNS,
-            scenario: reveal.then_some(task.scenario),
-            verdict: self.verdict.clone(),
-        })
+impl From<CatStoreError> for AppError {
+    fn from(error: CatStoreError) -> Self {
+        match error {
+            CatStoreError::Database(e) => AppError::Database(e),
+            other => AppError::Internal(other.to_string()),
+        }
     }
 }
 
-fn role_name(role: CatRole) -> &'static str {
-    match role {
-        CatRole::Caretaker => "caretaker",
-        CatRole::Cat => "cat",
-    }
-}
-
-async fn load(state: &AppState, viewer: &Viewer, id: &str) -> Result<Stored, AppError> {
-    let id: i64 = id.parse().map_err(|_| AppError::NotFound("session"))?;
-    let owner = owner(viewer)?;
-    let (user, team) = owner.unwrap_or_default();
-    let row = sqlx::query(
-        "SELECT id, role, seed, turns, verdict FROM cat_sessions
-         WHERE id = $1 AND ($2 OR (owner_user IS NOT DISTINCT FROM $3
-                                   AND owner_team IS NOT DISTINCT FROM $4))",
-    )
-    .bind(id)
-    .bind(owner.is_none())
-    .bind(user)
-    .bind(team)
-    .fetch_optional(&state.db)
-    .await?
-    .ok_or(AppError::NotFound("session"))?;
-    let bad = |e: serde_json::Error| AppError::Internal(format!("stored session: {e}"));
-    let role: String = row.try_get("role")?;
-    Ok(Stored {
-        id: row.try_get("id")?,
-        role: if role == "cat" {
-            CatRole::Cat
-        } else {
-            CatRole::Caretaker
-        },
-        seed: row.try_get::<i64, _>("seed")? as u64,
-        turns: serde_json::from_value(row.try_get("turns")?).map_err(bad)?,
-        verdict: row
-            .try_get::<Option<serde_json::Value>, _>("verdict")?
-            .map(serde_json::from_value)
-            .transpose()
-            .map_err(bad)?,
+fn view(session: &StoredSession) -> Result<CatSession, AppError> {
+    let task = data()?.task(session.seed);
+    // The person playing the cat acts out the need; a caretaker learns it at the end.
+    let reveal = session.role == CatRole::Cat || session.verdict.is_some();
+    Ok(CatSession {
+        id: session.id.to_string(),
+        role: session.role,
+        turns: session.turns.clone(),
+        max_turns: MAX_TURNS,
+        scenario: reveal.then_some(task.scenario),
+        verdict: session.verdict.clone(),
     })
+}
+
+async fn load(state: &AppState, viewer: &Viewer, id: &str) -> Result<StoredSession, AppError> {
+    let id: i64 = id.parse().map_err(|_| AppError::NotFound("session"))?;
+    store::session(&state.db, id, owner(viewer)?)
+        .await?
+        .ok_or(AppError::NotFound("session"))
 }
 
 /// The model that plays the caretaker for a person playing the cat.
@@ -159,7 +125,7 @@ async fn create(
     Writer(viewer): Writer,
     Body(body): Body<NewCatSession>,
 ) -> Result<Json<CatSession>, AppError> {
-    let (user, team) = owner(&viewer)?.unwrap_or_default();
+    let owner = owner(&viewer)?.unwrap_or_default();
     // Postgres stores the seed as BIGINT: keep it in range.
     let seed = body.seed.unwrap_or_else(rand::random) & (i64::MAX as u64);
     let task = data()?.task(seed);
@@ -168,25 +134,14 @@ async fn create(
         // The person is the cat: the opening is theirs to play, the caretaker speaks when they do.
         turns.clear();
     }
-    let id: i64 = sqlx::query_scalar(
-        "INSERT INTO cat_sessions (owner_user, owner_team, role, seed, turns)
-         VALUES ($1, $2, $3, $4, $5) RETURNING id",
-    )
-    .bind(user)
-    .bind(team)
-    .bind(role_name(body.role))
-    .bind(seed as i64)
-    .bind(serde_json::to_value(&turns).map_err(|e| AppError::Internal(e.to_string()))?)
-    .fetch_one(&state.db)
-    .await?;
-    Stored {
+    let id = store::create_session(&state.db, owner, body.role, seed, &turns).await?;
+    view(&StoredSession {
         id,
         role: body.role,
         seed,
         turns,
         verdict: None,
-    }
-    .view()
+    })
     .map(Json)
 }
 
@@ -195,7 +150,7 @@ async fn one(
     viewer: Viewer,
     Path(id): Path<String>,
 ) -> Result<Json<CatSession>, AppError> {
-    load(&state, &viewer, &id).await?.view().map(Json)
+    view(&load(&state, &viewer, &id).await?).map(Json)
 }
 
 /// Checks the person's move against their role and the data.
@@ -279,28 +234,10 @@ async fn turn(
         session.verdict = Some(rubric_verdict(&task, &session.turns));
     }
     // Only if nobody else moved meanwhile (two tabs on one session): the turn count is the guard.
-    let updated = sqlx::query(
-        "UPDATE cat_sessions SET turns = $2, verdict = $3, updated_at = now()
-         WHERE id = $1 AND jsonb_array_length(turns) = $4 AND verdict IS NULL",
-    )
-    .bind(session.id)
-    .bind(serde_json::to_value(&session.turns).map_err(|e| AppError::Internal(e.to_string()))?)
-    .bind(
-        session
-            .verdict
-            .as_ref()
-            .map(serde_json::to_value)
-            .transpose()
-            .map_err(|e| AppError::Internal(e.to_string()))?,
-    )
-    .bind(before as i32)
-    .execute(&state.db)
-    .await?
-    .rows_affected();
-    if updated == 0 {
+    if !store::save_turns(&state.db, &session, before).await? {
         return Err(AppError::Conflict(
             "the session moved on meanwhile; reload it".into(),
         ));
     }
-    session.view().map(Json)
+    view(&session).map(Json)
 }

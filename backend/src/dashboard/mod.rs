@@ -19,6 +19,7 @@ use crate::app::AppError;
 use crate::app::AppState;
 use crate::app::error::Body;
 use crate::auth::Writer;
+use crate::auth::store::{TeamReach, team_reach};
 use crate::auth::{Access, Viewer};
 use crate::trajectory::valid_run_name;
 pub use sampler::Activity;
@@ -76,20 +77,12 @@ async fn readable_run(state: &AppState, viewer: &Viewer, run: &str) -> Result<()
     Ok(())
 }
 
-fn full() -> store::Visibility {
-    store::Visibility {
-        all: true,
-        teams: Vec::new(),
-        only_run: None,
-    }
-}
-
 async fn list_runs(
     State(state): State<AppState>,
     viewer: Viewer,
 ) -> Result<Json<Vec<RunSummary>>, AppError> {
     // Anonymous visitors see public runs only.
-    let seen = store::visibility(&state.db, &viewer).await?;
+    let seen = team_reach(&state.db, &viewer).await?;
     Ok(Json(store::runs(&state.db, &seen, None).await?))
 }
 
@@ -99,7 +92,7 @@ async fn one_run(
     Path(run): Path<String>,
 ) -> Result<Json<RunSummary>, AppError> {
     readable_run(&state, &viewer, &run).await?;
-    store::runs(&state.db, &full(), Some(&run))
+    store::runs(&state.db, &TeamReach::All, Some(&run))
         .await?
         .pop()
         .map(Json)

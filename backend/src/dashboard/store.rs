@@ -1,51 +1,11 @@
-//! The dashboards' queries: which runs a caller sees, and a run's history.
+//! The dashboards' queries: the runs a caller sees, and a run's history.
 
 use lachesis_shared::runs::{EnvSummary, GroupSummary, RunStatusPoint, RunSummary, TrainerPoint};
 use std::collections::BTreeMap;
 
 use sqlx::PgPool;
 
-use crate::auth::Viewer;
-
-/// Which runs a caller may list: everything, or those of some teams (optionally one run of them),
-/// plus public runs.
-pub struct Visibility {
-    pub all: bool,
-    pub teams: Vec<i64>,
-    pub only_run: Option<String>,
-}
-
-pub async fn visibility(db: &PgPool, viewer: &Viewer) -> Result<Visibility, sqlx::Error> {
-    Ok(match viewer {
-        Viewer::Open | Viewer::Admin => Visibility {
-            all: true,
-            teams: Vec::new(),
-            only_run: None,
-        },
-        Viewer::User { id, .. } => {
-            let teams: Vec<(i64,)> =
-                sqlx::query_as("SELECT team_id FROM memberships WHERE user_id = $1")
-                    .bind(id)
-                    .fetch_all(db)
-                    .await?;
-            Visibility {
-                all: false,
-                teams: teams.into_iter().map(|(t,)| t).collect(),
-                only_run: None,
-            }
-        }
-        Viewer::Token { team_id, run, .. } => Visibility {
-            all: false,
-            teams: vec![*team_id],
-            only_run: run.clone(),
-        },
-        Viewer::Anonymous => Visibility {
-            all: false,
-            teams: Vec::new(),
-            only_run: None,
-        },
-    })
-}
+use crate::auth::store::TeamReach;
 
 type RunRow = (
     String,
@@ -58,12 +18,18 @@ type RunRow = (
     Option<i64>,
 );
 
-/// The runs `seen` allows (or just `run`), newest first.
+/// The runs `seen` reaches, plus public runs (or just `run` of them), newest first. A run-scoped
+/// token's reach is its run (and public ones).
 pub async fn runs(
     db: &PgPool,
-    seen: &Visibility,
+    seen: &TeamReach,
     run: Option<&str>,
 ) -> Result<Vec<RunSummary>, sqlx::Error> {
+    let (all, teams, only_run) = match seen {
+        TeamReach::All => (true, &[][..], None),
+        TeamReach::Teams { teams, run } => (false, &teams[..], run.as_deref()),
+        TeamReach::Anonymous => (false, &[][..], None),
+    };
     let rows: Vec<RunRow> = sqlx::query_as(
         "SELECT r.id, t.name, r.public, (extract(epoch FROM r.created_at) * 1000)::bigint,
                 r.current_step, coalesce(n.queued, 0), coalesce(n.received, 0),
@@ -74,9 +40,9 @@ pub async fn runs(
            AND ($4::text IS NULL OR r.id = $4)
          ORDER BY r.created_at DESC, r.id",
     )
-    .bind(seen.all)
-    .bind(&seen.teams)
-    .bind(&seen.only_run)
+    .bind(all)
+    .bind(teams)
+    .bind(only_run)
     .bind(run)
     .fetch_all(db)
     .await?;

@@ -1,15 +1,83 @@
-//! What the marketplace and settlement read from (and the few things they write to) the ledger's
-//! tables, so that no SQL on `ledger_*` tables lives outside this module. Each function runs the
-//! statement its caller used to run, on the pool or connection given, and returns plain rows.
+//! What the ledger's routes, the marketplace and settlement read from (and the few things they
+//! write to) the ledger's tables, so that no SQL on `ledger_*` tables lives outside this module.
+//! Each function runs the statement its caller used to run, on the pool or connection given, and
+//! returns plain rows.
 //!
 //! Most return `sqlx::Error` rather than [`LedgerError`], so callers map database failures exactly
 //! as they did when the SQL was theirs.
 
-use lachesis_shared::ledger::MicroUsdc;
+use lachesis_shared::ledger::{AccountBalance, MicroUsdc, StatementLine};
 use lachesis_shared::marketplace::BudgetPoint;
 use sqlx::{PgConnection, PgPool, Row};
 
-use super::{AccountId, HoldState, Ledger, LedgerError};
+use super::{AccountId, HoldState, Ledger, LedgerError, balance_from_row};
+
+/// The accounts of `teams` (every account when `None`), by name.
+pub async fn team_balances(
+    db: &PgPool,
+    teams: Option<&[i64]>,
+) -> Result<Vec<AccountBalance>, LedgerError> {
+    let rows = sqlx::query(
+        "SELECT name, kind, balance, held FROM ledger_accounts
+         WHERE $1::BIGINT[] IS NULL OR team_id = ANY($1) ORDER BY name",
+    )
+    .bind(teams)
+    .fetch_all(db)
+    .await?;
+    rows.iter().map(balance_from_row).collect()
+}
+
+/// The account named `name` when it belongs to one of `teams` (to any team, or none, when `None`).
+pub async fn team_account(
+    db: &PgPool,
+    name: &str,
+    teams: Option<&[i64]>,
+) -> Result<Option<AccountId>, sqlx::Error> {
+    let id: Option<i64> = sqlx::query_scalar(
+        "SELECT id FROM ledger_accounts WHERE name = $1 AND ($2::BIGINT[] IS NULL OR team_id = ANY($2))",
+    )
+    .bind(name)
+    .bind(teams)
+    .fetch_optional(db)
+    .await?;
+    Ok(id.map(AccountId))
+}
+
+/// The newest 200 lines of `account`'s statement, before transaction `before`; newest first.
+pub async fn statement_lines(
+    db: &PgPool,
+    account: AccountId,
+    before: Option<i64>,
+) -> Result<Vec<StatementLine>, sqlx::Error> {
+    let rows = sqlx::query(
+        "SELECT t.id, t.kind, t.memo, t.chain_tx, e.amount,
+                to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS at,
+                (SELECT a.name FROM ledger_entries o JOIN ledger_accounts a ON a.id = o.account_id
+                 WHERE o.tx_id = t.id AND o.account_id <> e.account_id LIMIT 1) AS counterparty
+         FROM ledger_entries e JOIN ledger_transactions t ON t.id = e.tx_id
+         WHERE e.account_id = $1 AND ($2::BIGINT IS NULL OR t.id < $2)
+         ORDER BY t.id DESC LIMIT 200",
+    )
+    .bind(account.0)
+    .bind(before)
+    .fetch_all(db)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(StatementLine {
+                tx_id: row.try_get("id")?,
+                kind: row.try_get("kind")?,
+                memo: row.try_get("memo")?,
+                amount: MicroUsdc(row.try_get("amount")?),
+                counterparty: row
+                    .try_get::<Option<String>, _>("counterparty")?
+                    .unwrap_or_default(),
+                chain_tx: row.try_get("chain_tx")?,
+                at: row.try_get("at")?,
+            })
+        })
+        .collect()
+}
 
 /// A ledger account's name and on-chain wallet.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,9 +1,14 @@
-//! Agent cards in Postgres: the platform's own, listed at start; teams' cards; statistics.
+//! Agent cards: the platform's own, listed at start; teams' cards, checked before they are
+//! stored; statistics. The SQL is in [`store`].
+
+pub mod store;
+
+pub use self::store::record_evaluation;
 
 use lachesis_shared::cats::CareCategory;
 use lachesis_shared::ledger::{AccountKind, MicroUsdc};
-use lachesis_shared::marketplace::{AgentCard, CardStats, JudgeBackend, NewCard, UpdateCard};
-use sqlx::{PgPool, Row};
+use lachesis_shared::marketplace::{AgentCard, JudgeBackend, NewCard, UpdateCard};
+use sqlx::{PgConnection, PgPool};
 
 use super::outbound::check_team_url;
 use crate::app::AppError;
@@ -118,90 +123,34 @@ pub async fn seed(db: &PgPool) -> anyhow::Result<()> {
     for card in BUILTIN {
         let account = platform_card_account(&ledger, card.slug).await?;
         let judge = serde_json::to_value((card.judge)())?;
-        sqlx::query(
-            "INSERT INTO agent_cards (slug, name, description, specialties, price, account_id, judge)
-             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (slug) DO NOTHING",
+        store::insert_builtin(
+            db,
+            store::PlatformCardRow {
+                slug: card.slug,
+                name: card.name,
+                description: card.description,
+                specialties: card.specialties,
+                price: card.price,
+                account: account.0,
+                judge,
+            },
         )
-        .bind(card.slug)
-        .bind(card.name)
-        .bind(card.description)
-        .bind(card.specialties)
-        .bind(card.price)
-        .bind(account.0)
-        .bind(judge)
-        .execute(db)
         .await?;
     }
     Ok(())
 }
 
-const CARD_QUERY: &str = "
-    SELECT c.id, c.slug, c.name, c.description, c.specialties, c.price, t.name AS team,
-           c.owner_team, c.owner_wallet, c.judge, c.listed, c.judge_key IS NOT NULL AS has_key,
-           count(e.id) AS evaluations, avg(e.score) AS mean_score,
-           avg(CASE WHEN e.score IS NULL THEN 0 ELSE 1 - abs(e.score - e.consensus) END)
-               AS agreement,
-           avg(e.score - e.consensus) AS bias,
-           coalesce(sum(e.price), 0)::BIGINT AS spent,
-           sum(CASE WHEN e.score IS NULL THEN 0 ELSE 1 - abs(e.score - e.consensus) END)
-               AS useful
-    FROM agent_cards c
-    LEFT JOIN teams t ON t.id = c.owner_team
-    LEFT JOIN card_evaluations e ON e.card_id = c.id";
-
-fn card_from_row(row: &sqlx::postgres::PgRow) -> Result<(i64, Option<i64>, AgentCard), AppError> {
-    let judge: serde_json::Value = row.try_get("judge")?;
-    let judge: JudgeBackend = serde_json::from_value(judge)
-        .map_err(|e| AppError::Internal(format!("stored judge does not parse: {e}")))?;
-    let spent: i64 = row.try_get("spent")?;
-    let useful: Option<f64> = row.try_get("useful")?;
-    let cost_per_useful = useful
-        .filter(|u| *u > 0.0)
-        .map(|u| MicroUsdc((spent as f64 / u).round() as i64));
-    let card = AgentCard {
-        slug: row.try_get("slug")?,
-        name: row.try_get("name")?,
-        description: row.try_get("description")?,
-        specialties: row.try_get("specialties")?,
-        price: MicroUsdc(row.try_get("price")?),
-        owner_team: row.try_get("team")?,
-        owner_wallet: row.try_get("owner_wallet")?,
-        judge,
-        has_api_key: row.try_get("has_key")?,
-        listed: row.try_get("listed")?,
-        stats: CardStats {
-            evaluations: row.try_get("evaluations")?,
-            mean_score: row.try_get("mean_score")?,
-            agreement: row.try_get("agreement")?,
-            bias: row.try_get("bias")?,
-            cost_per_useful,
-            earned: MicroUsdc(spent),
-        },
-    };
-    Ok((row.try_get("id")?, row.try_get("owner_team")?, card))
-}
-
 /// Every card (unlisted ones only with `include_unlisted`), cheapest first.
 pub async fn list(db: &PgPool, include_unlisted: bool) -> Result<Vec<AgentCard>, AppError> {
-    let rows = sqlx::query(&format!(
-        "{CARD_QUERY} WHERE c.listed OR $1 GROUP BY c.id, t.name ORDER BY c.price, c.slug"
-    ))
-    .bind(include_unlisted)
-    .fetch_all(db)
-    .await?;
-    rows.iter().map(|row| Ok(card_from_row(row)?.2)).collect()
+    Ok(store::list(db, include_unlisted).await?)
 }
 
 /// One card with its id and owning team.
 pub async fn find(db: &PgPool, slug: &str) -> Result<(i64, Option<i64>, AgentCard), AppError> {
-    let row = sqlx::query(&format!(
-        "{CARD_QUERY} WHERE c.slug = $1 GROUP BY c.id, t.name"
-    ))
-    .bind(slug)
-    .fetch_optional(db)
-    .await?
-    .ok_or(AppError::NotFound("card"))?;
-    card_from_row(&row)
+    let found = store::find(db, slug)
+        .await?
+        .ok_or(AppError::NotFound("card"))?;
+    Ok((found.id, found.owner_team, found.card))
 }
 
 /// Checks what Postgres would refuse anyway, to answer with a readable reason.
@@ -316,24 +265,23 @@ pub async fn create(
     )
     .await?
     .ok_or_else(|| AppError::Conflict(format!("a card {:?} exists", card.slug)))?;
-    let inserted = sqlx::query(
-        "INSERT INTO agent_cards (slug, name, description, specialties, price, owner_team,
-                                  owner_wallet, account_id, judge, judge_key)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (slug) DO NOTHING",
+    let inserted = store::insert_team_card(
+        &mut tx,
+        store::TeamCardRow {
+            slug: &card.slug,
+            name: card.name.trim(),
+            description: &card.description,
+            specialties: &card.specialties,
+            price: card.price.0,
+            team,
+            wallet: wallet.as_deref(),
+            account: account.0,
+            judge,
+            sealed_key,
+        },
     )
-    .bind(&card.slug)
-    .bind(card.name.trim())
-    .bind(&card.description)
-    .bind(&card.specialties)
-    .bind(card.price.0)
-    .bind(team)
-    .bind(&wallet)
-    .bind(account.0)
-    .bind(judge)
-    .bind(sealed_key)
-    .execute(&mut *tx)
     .await?;
-    if inserted.rows_affected() == 0 {
+    if !inserted {
         return Err(AppError::Conflict(format!("a card {:?} exists", card.slug)));
     }
     tx.commit().await?;
@@ -342,21 +290,8 @@ pub async fn create(
 
 /// Holds the team's row until the transaction ends (two listings at once are counted one after
 /// the other) and refuses one more listed card past `limit`.
-async fn lock_team_listing(
-    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
-    team: i64,
-    limit: i64,
-) -> Result<(), AppError> {
-    sqlx::query("SELECT id FROM teams WHERE id = $1 FOR UPDATE")
-        .bind(team)
-        .execute(&mut **tx)
-        .await?;
-    let listed: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM agent_cards WHERE owner_team = $1 AND listed")
-            .bind(team)
-            .fetch_one(&mut **tx)
-            .await?;
-    if listed >= limit {
+async fn lock_team_listing(conn: &mut PgConnection, team: i64, limit: i64) -> Result<(), AppError> {
+    if store::lock_team_listing(conn, team).await? >= limit {
         return Err(AppError::Conflict(format!(
             "a team lists at most {limit} cards at once: unlist one first"
         )));
@@ -373,54 +308,14 @@ pub async fn update(
 ) -> Result<AgentCard, AppError> {
     validate(slug, change.price, None)?;
     let mut tx = db.begin().await?;
-    let current: Option<(Option<i64>, bool)> =
-        sqlx::query_as("SELECT owner_team, listed FROM agent_cards WHERE slug = $1")
-            .bind(slug)
-            .fetch_optional(&mut *tx)
-            .await?;
-    if let Some((Some(team), false)) = current
+    if let Some((Some(team), false)) = store::listing(&mut tx, slug).await?
         && change.listed == Some(true)
     {
         lock_team_listing(&mut tx, team, listing_limit).await?;
     }
-    sqlx::query(
-        "UPDATE agent_cards SET price = coalesce($2, price), listed = coalesce($3, listed),
-                updated_at = now()
-         WHERE slug = $1",
-    )
-    .bind(slug)
-    .bind(change.price.map(|p| p.0))
-    .bind(change.listed)
-    .execute(&mut *tx)
-    .await?;
+    store::update(&mut tx, slug, change.price, change.listed).await?;
     tx.commit().await?;
     Ok(find(db, slug).await?.2)
-}
-
-/// Records one judge's score of one answer (`consensus` once the panel's mean is known); `None`
-/// when its verdict could not be read.
-pub async fn record_evaluation(
-    db: &PgPool,
-    card_id: i64,
-    run: &str,
-    score: Option<f64>,
-    consensus: Option<f64>,
-    price: MicroUsdc,
-    paid_tx: Option<i64>,
-) -> Result<(), AppError> {
-    sqlx::query(
-        "INSERT INTO card_evaluations (card_id, run, score, consensus, price, paid_tx)
-         VALUES ($1, $2, $3, $4, $5, $6)",
-    )
-    .bind(card_id)
-    .bind(run)
-    .bind(score)
-    .bind(consensus)
-    .bind(price.0)
-    .bind(paid_tx)
-    .execute(db)
-    .await?;
-    Ok(())
 }
 
 #[cfg(test)]

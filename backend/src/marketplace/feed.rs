@@ -8,17 +8,19 @@ use axum::extract::{Path, Query, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use lachesis_shared::ledger::{MicroUsdc, StatementLine};
-use lachesis_shared::live::{LiveEvent, Topic};
 use lachesis_shared::marketplace::{BudgetView, MarketEvent};
 use serde::Deserialize;
 use sqlx::PgPool;
 
+pub use self::store::{now, record};
 use crate::app::AppError;
 use crate::app::AppState;
 use crate::auth::Viewer;
+use crate::auth::store::team_reach;
 use crate::ledger::AccountId;
 use crate::ledger::queries;
-use crate::ledger::routes::{statement_lines, visible_teams};
+
+mod store;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -30,34 +32,6 @@ pub fn routes() -> Router<AppState> {
 /// The budget account of a run's agent.
 pub fn budget_account(run: &str) -> String {
     format!("budget/{run}/agent")
-}
-
-/// Stores the event and publishes it on commit; an episode already stored (a replay) is neither
-/// stored nor published again. Returns whether it was new.
-pub async fn record(db: &PgPool, event: &MarketEvent) -> Result<bool, sqlx::Error> {
-    let episode = match event {
-        MarketEvent::Round(round) => &round.episode,
-        MarketEvent::Skipped(skipped) => &skipped.episode,
-    };
-    let json = serde_json::to_value(event).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
-    let mut tx = db.begin().await?;
-    let stored = sqlx::query(
-        "INSERT INTO market_events (run, episode, event) VALUES ($1, $2, $3)
-         ON CONFLICT (episode) DO NOTHING",
-    )
-    .bind(event.run())
-    .bind(episode)
-    .bind(json)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected()
-        == 1;
-    if stored {
-        let live = LiveEvent::Market(event.clone());
-        crate::live::bridge::publish(&mut *tx, &Topic::Marketplace, &live).await?;
-    }
-    tx.commit().await?;
-    Ok(stored)
 }
 
 #[derive(Deserialize)]
@@ -75,17 +49,7 @@ pub async fn recent(
     run: Option<&str>,
     limit: i64,
 ) -> Result<Vec<MarketEvent>, AppError> {
-    let rows: Vec<serde_json::Value> = sqlx::query_scalar(
-        "SELECT event FROM market_events WHERE $1::TEXT IS NULL OR run = $1
-         ORDER BY id DESC LIMIT $2",
-    )
-    .bind(run)
-    .bind(limit.clamp(1, 500))
-    .fetch_all(db)
-    .await?;
-    rows.into_iter()
-        .map(|v| serde_json::from_value(v).map_err(|e| AppError::Internal(e.to_string())))
-        .collect()
+    Ok(store::recent(db, run, limit.clamp(1, 500)).await?)
 }
 
 async fn feed(
@@ -103,10 +67,9 @@ async fn visible_budgets(
     viewer: &Viewer,
     name: Option<&str>,
 ) -> Result<Vec<(AccountId, String)>, AppError> {
-    let teams = match viewer {
-        Viewer::Anonymous => Some(Vec::new()),
-        _ => visible_teams(state, viewer).await?,
-    };
+    // Anonymous callers reach no team: they see the platform's budgets only.
+    let reach = team_reach(&state.db, viewer).await?;
+    let teams = reach.team_ids().map(<[i64]>::to_vec);
     Ok(queries::budget_accounts(&state.db, name, teams).await?)
 }
 
@@ -153,14 +116,5 @@ async fn run_ledger(
         .into_iter()
         .next()
         .ok_or(AppError::NotFound("run budget"))?;
-    statement_lines(&state.db, id.0, None).await.map(Json)
-}
-
-/// The database's clock as RFC 3339 (UTC, milliseconds), the form every `at` of the API takes.
-pub async fn now(db: &PgPool) -> Result<String, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')",
-    )
-    .fetch_one(db)
-    .await
+    Ok(Json(queries::statement_lines(&state.db, id, None).await?))
 }

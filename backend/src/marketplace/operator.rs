@@ -23,7 +23,7 @@ use lachesis_shared::marketplace::JudgeBackend;
 use serde::Deserialize;
 use sqlx::PgPool;
 
-use super::cards::{platform_card_account, validate, validate_listing};
+use super::cards::{platform_card_account, store, validate, validate_listing};
 use crate::ledger::Ledger;
 
 /// One `[[judge_cards]]` entry.
@@ -77,27 +77,21 @@ pub async fn apply(db: &PgPool, cards: &[OperatorCard]) -> anyhow::Result<()> {
     for card in cards {
         let account = platform_card_account(&ledger, &card.slug).await?;
         let judge = serde_json::to_value(&card.judge)?;
-        let written = sqlx::query(
-            "INSERT INTO agent_cards (slug, name, description, specialties, price, account_id,
-                                      judge, listed)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-             ON CONFLICT (slug) DO UPDATE
-                 SET name = excluded.name, description = excluded.description,
-                     specialties = excluded.specialties, price = excluded.price,
-                     judge = excluded.judge, listed = excluded.listed
-                 WHERE agent_cards.owner_team IS NULL",
+        let written = store::upsert_operator_card(
+            db,
+            store::PlatformCardRow {
+                slug: &card.slug,
+                name: card.name.trim(),
+                description: &card.description,
+                specialties: &card.specialties,
+                price: card.price.0,
+                account: account.0,
+                judge,
+            },
+            card.listed,
         )
-        .bind(&card.slug)
-        .bind(card.name.trim())
-        .bind(&card.description)
-        .bind(&card.specialties)
-        .bind(card.price.0)
-        .bind(account.0)
-        .bind(judge)
-        .bind(card.listed)
-        .execute(db)
         .await?;
-        if written.rows_affected() == 0 {
+        if !written {
             bail!(
                 "judge card {:?} in the config file: a team's card has that slug; choose another",
                 card.slug

@@ -1,0 +1,313 @@
+//! The SQL of agent cards (`agent_cards`) and their evaluations (`card_evaluations`); the cards'
+//! ledger accounts are the ledger's ([`crate::ledger::queries`]).
+
+use lachesis_shared::ledger::MicroUsdc;
+use lachesis_shared::marketplace::{AgentCard, CardStats, JudgeBackend};
+use sqlx::{PgConnection, PgPool, Row};
+
+/// A platform card's fields as stored (the built-in ones and the operator's).
+pub struct PlatformCardRow<'a, S> {
+    pub slug: &'a str,
+    pub name: &'a str,
+    pub description: &'a str,
+    pub specialties: &'a [S],
+    pub price: i64,
+    pub account: i64,
+    pub judge: serde_json::Value,
+}
+
+/// Lists a built-in card unless a card of that slug exists (prices set later by an admin stay).
+pub async fn insert_builtin(
+    db: &PgPool,
+    card: PlatformCardRow<'_, &str>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO agent_cards (slug, name, description, specialties, price, account_id, judge)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (slug) DO NOTHING",
+    )
+    .bind(card.slug)
+    .bind(card.name)
+    .bind(card.description)
+    .bind(card.specialties)
+    .bind(card.price)
+    .bind(card.account)
+    .bind(card.judge)
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// Lists an operator's card or brings the platform card of that slug up to date; `false` when a
+/// team's card holds the slug (then nothing is written).
+pub async fn upsert_operator_card(
+    db: &PgPool,
+    card: PlatformCardRow<'_, String>,
+    listed: bool,
+) -> Result<bool, sqlx::Error> {
+    let written = sqlx::query(
+        "INSERT INTO agent_cards (slug, name, description, specialties, price, account_id,
+                                  judge, listed)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+         ON CONFLICT (slug) DO UPDATE
+             SET name = excluded.name, description = excluded.description,
+                 specialties = excluded.specialties, price = excluded.price,
+                 judge = excluded.judge, listed = excluded.listed
+             WHERE agent_cards.owner_team IS NULL",
+    )
+    .bind(card.slug)
+    .bind(card.name)
+    .bind(card.description)
+    .bind(card.specialties)
+    .bind(card.price)
+    .bind(card.account)
+    .bind(card.judge)
+    .bind(listed)
+    .execute(db)
+    .await?;
+    Ok(written.rows_affected() > 0)
+}
+
+const CARD_QUERY: &str = "
+    SELECT c.id, c.slug, c.name, c.description, c.specialties, c.price, t.name AS team,
+           c.owner_team, c.owner_wallet, c.judge, c.listed, c.judge_key IS NOT NULL AS has_key,
+           count(e.id) AS evaluations, avg(e.score) AS mean_score,
+           avg(CASE WHEN e.score IS NULL THEN 0 ELSE 1 - abs(e.score - e.consensus) END)
+               AS agreement,
+           avg(e.score - e.consensus) AS bias,
+           coalesce(sum(e.price), 0)::BIGINT AS spent,
+           sum(CASE WHEN e.score IS NULL THEN 0 ELSE 1 - abs(e.score - e.consensus) END)
+               AS useful
+    FROM agent_cards c
+    LEFT JOIN teams t ON t.id = c.owner_team
+    LEFT JOIN card_evaluations e ON e.card_id = c.id";
+
+/// A card with its id and owning team.
+pub struct StoredCard {
+    pub id: i64,
+    pub owner_team: Option<i64>,
+    pub card: AgentCard,
+}
+
+/// A stored judge that does not parse is a decode error.
+fn card_from_row(row: &sqlx::postgres::PgRow) -> Result<StoredCard, sqlx::Error> {
+    let judge: serde_json::Value = row.try_get("judge")?;
+    let judge: JudgeBackend = serde_json::from_value(judge)
+        .map_err(|e| sqlx::Error::Decode(format!("stored judge does not parse: {e}").into()))?;
+    let spent: i64 = row.try_get("spent")?;
+    let useful: Option<f64> = row.try_get("useful")?;
+    let cost_per_useful = useful
+        .filter(|u| *u > 0.0)
+        .map(|u| MicroUsdc((spent as f64 / u).round() as i64));
+    let card = AgentCard {
+        slug: row.try_get("slug")?,
+        name: row.try_get("name")?,
+        description: row.try_get("description")?,
+        specialties: row.try_get("specialties")?,
+        price: MicroUsdc(row.try_get("price")?),
+        owner_team: row.try_get("team")?,
+        owner_wallet: row.try_get("owner_wallet")?,
+        judge,
+        has_api_key: row.try_get("has_key")?,
+        listed: row.try_get("listed")?,
+        stats: CardStats {
+            evaluations: row.try_get("evaluations")?,
+            mean_score: row.try_get("mean_score")?,
+            agreement: row.try_get("agreement")?,
+            bias: row.try_get("bias")?,
+            cost_per_useful,
+            earned: MicroUsdc(spent),
+        },
+    };
+    Ok(StoredCard {
+        id: row.try_get("id")?,
+        owner_team: row.try_get("owner_team")?,
+        card,
+    })
+}
+
+/// Every card (unlisted ones only with `include_unlisted`), cheapest first.
+pub async fn list(db: &PgPool, include_unlisted: bool) -> Result<Vec<AgentCard>, sqlx::Error> {
+    let rows = sqlx::query(&format!(
+        "{CARD_QUERY} WHERE c.listed OR $1 GROUP BY c.id, t.name ORDER BY c.price, c.slug"
+    ))
+    .bind(include_unlisted)
+    .fetch_all(db)
+    .await?;
+    rows.iter()
+        .map(|row| Ok(card_from_row(row)?.card))
+        .collect()
+}
+
+/// The card `slug`, if there is one.
+pub async fn find(db: &PgPool, slug: &str) -> Result<Option<StoredCard>, sqlx::Error> {
+    let row = sqlx::query(&format!(
+        "{CARD_QUERY} WHERE c.slug = $1 GROUP BY c.id, t.name"
+    ))
+    .bind(slug)
+    .fetch_optional(db)
+    .await?;
+    row.as_ref().map(card_from_row).transpose()
+}
+
+/// A team's new card as stored, its fields already checked.
+pub struct TeamCardRow<'a> {
+    pub slug: &'a str,
+    pub name: &'a str,
+    pub description: &'a str,
+    pub specialties: &'a [String],
+    pub price: i64,
+    pub team: i64,
+    pub wallet: Option<&'a str>,
+    pub account: i64,
+    pub judge: serde_json::Value,
+    pub sealed_key: Option<Vec<u8>>,
+}
+
+/// Inserts a team's card; `false` when a card of that slug exists.
+pub async fn insert_team_card(
+    conn: &mut PgConnection,
+    card: TeamCardRow<'_>,
+) -> Result<bool, sqlx::Error> {
+    let inserted = sqlx::query(
+        "INSERT INTO agent_cards (slug, name, description, specialties, price, owner_team,
+                                  owner_wallet, account_id, judge, judge_key)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (slug) DO NOTHING",
+    )
+    .bind(card.slug)
+    .bind(card.name)
+    .bind(card.description)
+    .bind(card.specialties)
+    .bind(card.price)
+    .bind(card.team)
+    .bind(card.wallet)
+    .bind(card.account)
+    .bind(card.judge)
+    .bind(card.sealed_key)
+    .execute(conn)
+    .await?;
+    Ok(inserted.rows_affected() > 0)
+}
+
+/// Holds the team's row until the transaction ends (two listings at once are counted one after
+/// the other) and counts its listed cards then.
+pub async fn lock_team_listing(conn: &mut PgConnection, team: i64) -> Result<i64, sqlx::Error> {
+    sqlx::query("SELECT id FROM teams WHERE id = $1 FOR UPDATE")
+        .bind(team)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query_scalar("SELECT count(*) FROM agent_cards WHERE owner_team = $1 AND listed")
+        .bind(team)
+        .fetch_one(&mut *conn)
+        .await
+}
+
+/// The card's owning team and whether it is listed; `None` when there is no such card.
+pub async fn listing(
+    conn: &mut PgConnection,
+    slug: &str,
+) -> Result<Option<(Option<i64>, bool)>, sqlx::Error> {
+    sqlx::query_as("SELECT owner_team, listed FROM agent_cards WHERE slug = $1")
+        .bind(slug)
+        .fetch_optional(conn)
+        .await
+}
+
+/// Sets the card's price and listing where given.
+pub async fn update(
+    conn: &mut PgConnection,
+    slug: &str,
+    price: Option<MicroUsdc>,
+    listed: Option<bool>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE agent_cards SET price = coalesce($2, price), listed = coalesce($3, listed),
+                updated_at = now()
+         WHERE slug = $1",
+    )
+    .bind(slug)
+    .bind(price.map(|p| p.0))
+    .bind(listed)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Records one judge's score of one answer (`consensus` once the panel's mean is known); `None`
+/// when its verdict could not be read.
+pub async fn record_evaluation(
+    db: &PgPool,
+    card_id: i64,
+    run: &str,
+    score: Option<f64>,
+    consensus: Option<f64>,
+    price: MicroUsdc,
+    paid_tx: Option<i64>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO card_evaluations (card_id, run, score, consensus, price, paid_tx)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(card_id)
+    .bind(run)
+    .bind(score)
+    .bind(consensus)
+    .bind(price.0)
+    .bind(paid_tx)
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// A listed card with what the bandit knows of it: its evaluations (`pulls`), how many were
+/// unreadable, its mean agreement with the panel and the sum of it (`value_sum`).
+pub struct ListedCard {
+    pub id: i64,
+    pub slug: String,
+    pub name: String,
+    pub specialties: Vec<String>,
+    pub price: i64,
+    pub account_id: i64,
+    /// The judge as stored; the caller parses it.
+    pub judge: serde_json::Value,
+    pub owner_team: Option<i64>,
+    pub judge_key: Option<Vec<u8>>,
+    pub pulls: i64,
+    pub unreadable: i64,
+    pub agreement: Option<f64>,
+    pub value_sum: f64,
+}
+
+/// Every listed card with its record, by id.
+pub async fn listed_cards(db: &PgPool) -> Result<Vec<ListedCard>, sqlx::Error> {
+    let rows = sqlx::query(
+        "SELECT c.id, c.slug, c.name, c.specialties, c.price, c.account_id, c.judge,
+                c.owner_team, c.judge_key, count(e.id) AS pulls,
+                count(e.id) FILTER (WHERE e.score IS NULL) AS unreadable,
+                avg(CASE WHEN e.score IS NULL THEN 0 ELSE 1 - abs(e.score - e.consensus) END)
+                    AS agreement,
+                coalesce(sum(1 - abs(e.score - e.consensus)), 0) AS value_sum
+         FROM agent_cards c LEFT JOIN card_evaluations e ON e.card_id = c.id
+         WHERE c.listed GROUP BY c.id ORDER BY c.id",
+    )
+    .fetch_all(db)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(ListedCard {
+                id: row.try_get("id")?,
+                slug: row.try_get("slug")?,
+                name: row.try_get("name")?,
+                specialties: row.try_get("specialties")?,
+                price: row.try_get("price")?,
+                account_id: row.try_get("account_id")?,
+                judge: row.try_get("judge")?,
+                owner_team: row.try_get("owner_team")?,
+                judge_key: row.try_get("judge_key")?,
+                pulls: row.try_get("pulls")?,
+                unreadable: row.try_get("unreadable")?,
+                agreement: row.try_get("agreement")?,
+                value_sum: row.try_get("value_sum")?,
+            })
+        })
+        .collect()
+}
