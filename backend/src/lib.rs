@@ -20,6 +20,7 @@ pub mod marketplace;
 pub mod metrics;
 pub mod policy;
 pub mod settlement;
+pub mod signals;
 pub mod spatial;
 pub mod supervisor;
 pub mod trainer;

@@ -248,7 +248,7 @@ async fn serve(mut config: ServeConfig) -> anyhow::Result<()> {
     let server = lachesis::app::Server::build(&config).await?;
     let addr = server.local_addr();
     // Caught before the address is announced: whoever reads it may stop us at once.
-    let shutdown = lachesis::app::shutdown_signal();
+    let shutdown = lachesis::signals::shutdown_signal();
     tracing::info!(%addr, auth = config.api_token.is_some(), "serving");
     println!("Lachesis is serving on http://{addr}");
     server.run_until(shutdown).await

@@ -3,6 +3,7 @@
 
 pub mod error;
 mod health;
+mod hosted;
 pub mod lifecycle;
 mod root;
 
@@ -378,7 +379,7 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let (stop_envs, envs_stopped) = tokio::sync::watch::channel(false);
-        let envs = crate::envs::in_process::spawn(
+        let envs = hosted::spawn(
             &self.envs,
             &format!("http://{}", self.local_addr()),
             self.api_token.clone(),
@@ -430,35 +431,5 @@ impl Server {
         lifecycle::release_holds(&self.state.ledger, deadline.end).await;
         lifecycle::close_pool(&self.state.db, deadline.end).await;
         Ok(())
-    }
-}
-
-/// Resolves on Ctrl-C or SIGTERM. SIGTERM is caught from the call on (inside a runtime), not from
-/// the first poll: one that arrives as soon as the server says it is serving starts the drain
-/// instead of killing the process.
-pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
-    #[cfg(unix)]
-    let mut terminate =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    async move {
-        let ctrl_c = async {
-            let _ = tokio::signal::ctrl_c().await;
-        };
-        #[cfg(unix)]
-        let terminate = async {
-            match terminate.as_mut() {
-                Some(signal) => {
-                    signal.recv().await;
-                }
-                None => std::future::pending::<()>().await,
-            }
-        };
-        #[cfg(not(unix))]
-        let terminate = std::future::pending::<()>();
-        tokio::select! {
-            () = ctrl_c => {},
-            () = terminate => {},
-        }
-        tracing::info!("shutting down");
     }
 }

@@ -172,7 +172,7 @@ pub async fn run(cmd: EnvCommand) -> anyhow::Result<()> {
             let policy = build_policy(&args.policy)?;
             let (stop, shutdown) = watch::channel(false);
             tokio::spawn(async move {
-                crate::app::shutdown_signal().await;
+                crate::signals::shutdown_signal().await;
                 let _ = stop.send(true);
             });
             let config = runner_config(&args);

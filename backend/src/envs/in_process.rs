@@ -1,19 +1,24 @@
-//! Environments run inside `lachesis serve`: each one a runner task posting to the server's own
-//! address, answered by the embedded model in the same process. They register like any worker and
-//! wait for a trainer, then produce groups until the server shuts down.
-//!
-//! Runners and showcases are supervised (`crate::supervisor`): one that fails is logged, counted
-//! and started again after a pause, as tasks `env:NAME` and `showcase:NAME`.
+//! Environments hosted by `lachesis serve` (`--env NAME`): what the server gives an environment
+//! ([`ServerParts`]), what it gets back ([`Hosted`]: the environment its runner serves and, for
+//! some, a [`Showcase`] to keep attempting while no trainer is attached), and the one showcase
+//! loop ([`showcase`]). The registry says how each environment is hosted; the server side (the
+//! `app` module) implements [`ServerParts`] and runs the runners and showcases as supervised tasks
+//! `env:NAME` and `showcase:NAME`, so this module names nothing of the server's.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use anyhow::Context;
+use futures::future::BoxFuture;
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
-use super::runner::{self, RunnerConfig};
-use super::{EnvOptions, build};
-use crate::policy::{EmbeddedPolicy, Policy};
+use super::pay_to_play::Marketplace;
+use super::spatial::SceneSink;
+use super::{EnvError, EnvOptions, Environment};
+use crate::policy::Policy;
+
+/// The usual pause between two showcase attempts: viewers see a steady stream, and a trainer's
+/// rollouts, when one is attached, are slowed little by one completion now and then.
+pub const SHOWCASE_PAUSE: Duration = Duration::from_secs(2);
 
 /// One `--env` value: `NAME`, or `NAME:{"group_size": 4, "max_tokens": 64, ...}` (EnvOptions as JSON).
 #[derive(Debug, Clone, PartialEq)]
@@ -45,109 +50,160 @@ impl std::str::FromStr for EnvSpec {
     }
 }
 
-/// Starts one supervised runner per spec against `api`. Fails at once for unknown environments or
-/// when no embedded model is loaded, so a misconfigured server does not start.
-pub fn spawn(
-    specs: &[EnvSpec],
-    api: &str,
-    api_token: Option<String>,
-    state: &crate::app::AppState,
-    shutdown: &watch::Receiver<bool>,
-) -> anyhow::Result<Vec<JoinHandle<()>>> {
-    let (engine, db) = (state.engine.as_ref(), &state.db);
-    if specs.is_empty() {
-        return Ok(Vec::new());
+/// What the hosting server lends the environments it builds, beyond their options.
+pub trait ServerParts {
+    /// A sink that plays episodes on the live scene the browser's viewer watches (`/spatial`).
+    fn live_scene(&self) -> Arc<dyn SceneSink>;
+    /// The platform's Pay-to-Play marketplace: its ledger, its settler and judges that hear (and
+    /// pay) only the platform's cards, the model answering for model cards.
+    fn marketplace(&self) -> Marketplace;
+}
+
+/// An environment as the server hosts it.
+pub struct Hosted {
+    /// What the environment's runner serves to the trajectory API.
+    pub env: Arc<dyn Environment>,
+    /// Attempts shown while no trainer asks for groups, so its page is alive from the start.
+    pub showcase: Option<Arc<dyn Showcase>>,
+}
+
+impl Hosted {
+    /// Served as it is, with nothing shown between groups.
+    pub fn plain(env: Box<dyn Environment>) -> Self {
+        Self {
+            env: Arc::from(env),
+            showcase: None,
+        }
     }
-    let engine = engine.context(
-        "in-process environments (--env) answer with the embedded model: load one with --model",
-    )?;
-    let policy: Arc<dyn Policy> = Arc::new(EmbeddedPolicy::new(engine.clone()));
-    let mut handles = Vec::new();
-    for spec in specs {
-        let env: Arc<dyn super::Environment> = if spec.name == super::spatial::NAME {
-            // Its attempts are shown live on the scene the browser's viewer watches, and a
-            // showcase loop keeps the model attempting tasks there while no trainer is attached.
-            let (streamer, _player) = crate::spatial::SceneStreamer::spawn(
-                db.clone(),
-                crate::spatial::LIVE_SCENE.to_string(),
-                shutdown.clone(),
-            );
-            let env = super::spatial::SpatialEnv::new(&spec.options)
-                .with_context(|| format!("--env {}", spec.name))?
-                .with_sink(streamer);
-            let env = Arc::new(env);
-            let (showcased, policy, stop) = (env.clone(), policy.clone(), shutdown.clone());
-            handles.push(
-                state
-                    .tasks
-                    .spawn("showcase:spatial", shutdown.clone(), move || {
-                        crate::spatial::showcase(showcased.clone(), policy.clone(), stop.clone())
-                    }),
-            );
-            env
-        } else if spec.name == super::pay_to_play::NAME {
-            // Pays through the server's ledger and settler; the embedded model answers, chooses
-            // cards when asked to, and runs the model cards. A showcase loop keeps episodes coming
-            // while no trainer is attached, so the marketplace page shows a run from the start.
-            let market = super::pay_to_play::Marketplace {
-                ledger: state.ledger.clone(),
-                settler: state.settler.clone(),
-                // The platform's showcase: its budget never pays a team's card.
-                judges: crate::marketplace::judges::Judges::new(Some(policy.clone()))
-                    .platform_cards_only()
-                    .with_secrets(state.hosting.secrets_key.clone())
-                    .with_limits(state.hosting.judge)
-                    .with_probation(state.hosting.probation),
-            };
-            let env = Arc::new(
-                super::pay_to_play::PayToPlayEnv::new(&spec.options, market)
-                    .with_context(|| format!("--env {}", spec.name))?,
-            );
-            let (showcased, policy, stop) = (env.clone(), policy.clone(), shutdown.clone());
-            handles.push(
-                state
-                    .tasks
-                    .spawn("showcase:pay_to_play", shutdown.clone(), move || {
-                        super::pay_to_play::showcase(
-                            showcased.clone(),
-                            policy.clone(),
-                            stop.clone(),
-                        )
-                    }),
-            );
-            env
-        } else {
-            Arc::from(
-                build(&spec.name, &spec.options).with_context(|| format!("--env {}", spec.name))?,
-            )
-        };
-        let config = RunnerConfig {
-            api_token: api_token.clone(),
-            // Until the server stops, whatever the trainer's step count.
-            total_steps: Some(0),
-            ..RunnerConfig::default()
-        };
-        let api = api.to_owned();
-        let policy = policy.clone();
-        let stop = shutdown.clone();
-        let name = spec.name.clone();
-        let task = format!("env:{name}");
-        handles.push(state.tasks.spawn(&task, shutdown.clone(), move || {
-            let (api, env, policy) = (api.clone(), env.clone(), policy.clone());
-            let (config, stop, name) = (config.clone(), stop.clone(), name.clone());
-            async move {
-                let report = runner::run(&api, env.as_ref(), policy, config, stop).await?;
-                tracing::info!(env = %name, ?report, "in-process environment stopped");
-                Ok(())
-            }
-        }));
+
+    /// Served, and also showcased by the same instance (its attempts land where its groups do).
+    pub fn showcased<E: Environment + Showcase + 'static>(env: E) -> Self {
+        let env = Arc::new(env);
+        Self {
+            env: env.clone(),
+            showcase: Some(env),
+        }
     }
-    Ok(handles)
+}
+
+/// An environment's "show one": an attempt made only to be watched (nothing is trained on it).
+pub trait Showcase: Send + Sync {
+    /// Whatever must be ready before the first attempt; most need nothing.
+    fn prepare(&self) -> BoxFuture<'_, Result<(), EnvError>> {
+        Box::pin(futures::future::ready(Ok(())))
+    }
+
+    /// One attempt with `policy`, shown where the environment shows it; returns how long to pause
+    /// before the next.
+    fn show_one<'a>(&'a self, policy: &'a dyn Policy) -> BoxFuture<'a, Result<Duration, EnvError>>;
+}
+
+/// Keeps `show` attempting until shutdown, one attempt at a time with its pause in between, so a
+/// new viewer sees attempts before any trainer is attached (a runner collects groups only once
+/// one has registered). A failed preparation or attempt (the model busy with a trainer's
+/// rollouts, the database away) ends it: its supervisor starts it again after a pause that grows
+/// while the failures go on.
+pub async fn showcase(
+    name: &str,
+    show: Arc<dyn Showcase>,
+    policy: Arc<dyn Policy>,
+    mut shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    tokio::select! {
+        prepared = show.prepare() => prepared
+            .map_err(|e| anyhow::anyhow!("{name} showcase could not start: {e}"))?,
+        _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
+    }
+    loop {
+        let pause = tokio::select! {
+            result = show.show_one(policy.as_ref()) => result
+                .map_err(|e| anyhow::anyhow!("{name} showcase attempt failed: {e}"))?,
+            _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::EnvSpec;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::policy::{PolicyError, PolicyRequest, Rollout};
+
+    /// Shows `fail_at` attempts at most (failing the last), counting preparations and attempts.
+    struct Counting {
+        prepared: AtomicUsize,
+        shown: AtomicUsize,
+        fail_at: usize,
+    }
+
+    impl Showcase for Counting {
+        fn prepare(&self) -> BoxFuture<'_, Result<(), EnvError>> {
+            self.prepared.fetch_add(1, Ordering::SeqCst);
+            Box::pin(futures::future::ready(Ok(())))
+        }
+
+        fn show_one<'a>(&'a self, _: &'a dyn Policy) -> BoxFuture<'a, Result<Duration, EnvError>> {
+            let n = self.shown.fetch_add(1, Ordering::SeqCst) + 1;
+            let result = if n == self.fail_at {
+                Err(EnvError::Other("the model is busy".into()))
+            } else {
+                Ok(Duration::from_secs(5))
+            };
+            Box::pin(futures::future::ready(result))
+        }
+    }
+
+    struct Silent;
+
+    impl Policy for Silent {
+        fn name(&self) -> String {
+            "silent".into()
+        }
+
+        fn complete(&self, _: PolicyRequest) -> BoxFuture<'_, Result<Vec<Rollout>, PolicyError>> {
+            Box::pin(futures::future::ready(Ok(Vec::new())))
+        }
+    }
+
+    fn counting(fail_at: usize) -> Arc<Counting> {
+        Arc::new(Counting {
+            prepared: AtomicUsize::new(0),
+            shown: AtomicUsize::new(0),
+            fail_at,
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_showcase_prepares_once_attempts_with_pauses_and_stops_on_shutdown() {
+        let show = counting(usize::MAX);
+        let (stop, shutdown) = watch::channel(false);
+        let running = tokio::spawn(showcase("demo", show.clone(), Arc::new(Silent), shutdown));
+        // Attempts at 0 s, 5 s and 10 s; the pause after the third is cut short by the shutdown.
+        tokio::time::sleep(Duration::from_secs(12)).await;
+        stop.send(true).unwrap();
+        running.await.unwrap().expect("a clean stop");
+        assert_eq!(show.prepared.load(Ordering::SeqCst), 1);
+        assert_eq!(show.shown.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_attempt_ends_the_showcase_naming_the_environment() {
+        let show = counting(2);
+        let (_stop, shutdown) = watch::channel(false);
+        let error = showcase("demo", show.clone(), Arc::new(Silent), shutdown)
+            .await
+            .expect_err("the second attempt fails");
+        assert_eq!(
+            error.to_string(),
+            "demo showcase attempt failed: the model is busy"
+        );
+        assert_eq!(show.shown.load(Ordering::SeqCst), 2);
+    }
 
     #[test]
     fn specs_name_an_environment_and_optional_options() {

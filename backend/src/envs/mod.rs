@@ -125,9 +125,10 @@ impl Collected {
 }
 
 /// `item` as the environment's next work item.
-pub fn ready_item<T: Serialize>(item: &T) -> BoxFuture<'static, Result<Option<Item>, EnvError>> {
-    let item = serde_json::to_value(item).map_err(|e| EnvError::Other(e.to_string()));
-    Box::pin(futures::future::ready(item.map(Some)))
+pub fn some_item<T: Serialize>(item: &T) -> Result<Option<Item>, EnvError> {
+    serde_json::to_value(item)
+        .map(Some)
+        .map_err(|e| EnvError::Other(e.to_string()))
 }
 
 impl ScoredGroup {
@@ -212,32 +213,89 @@ pub enum EnvError {
 }
 
 /// An environment, object-safe so runners hold a `&dyn Environment` or `Box<dyn Environment>`.
+/// Environments implement [`Env`]; the blanket impl below boxes its futures.
 pub trait Environment: Send + Sync {
-    /// The name used for registration (`desired_name`) and for the evaluation task.
     fn name(&self) -> String;
 
     fn config(&self) -> EnvConfig;
 
-    /// One-time preparation (loading data) before any other call; most need none.
-    fn setup(&self) -> BoxFuture<'_, Result<(), EnvError>> {
-        Box::pin(futures::future::ready(Ok(())))
-    }
+    fn setup(&self) -> BoxFuture<'_, Result<(), EnvError>>;
 
-    /// The next training item, or `None` when the environment has run out.
     fn next_item(&self) -> BoxFuture<'_, Result<Option<Item>, EnvError>>;
 
-    /// Rolls out one item with the policy and scores the rollouts.
     fn collect<'a>(
         &'a self,
         item: Item,
         policy: &'a dyn Policy,
     ) -> BoxFuture<'a, Result<Collected, EnvError>>;
 
-    /// Runs the environment's evaluation set once.
     fn evaluate<'a>(
         &'a self,
         policy: &'a dyn Policy,
     ) -> BoxFuture<'a, Result<EvalOutcome, EnvError>>;
+}
+
+/// What an environment implements, with plain `async fn`s (their futures must be `Send`); every
+/// `Env` is an [`Environment`].
+pub trait Env: Send + Sync {
+    /// The name used for registration (`desired_name`) and for the evaluation task.
+    const NAME: &'static str;
+
+    fn config(&self) -> &EnvConfig;
+
+    /// One-time preparation (loading data) before any other call; most need none.
+    fn setup(&self) -> impl Future<Output = Result<(), EnvError>> + Send {
+        std::future::ready(Ok(()))
+    }
+
+    /// The next training item, or `None` when the environment has run out.
+    fn next_item(&self) -> impl Future<Output = Result<Option<Item>, EnvError>> + Send;
+
+    /// Rolls out one item with the policy and scores the rollouts.
+    fn collect(
+        &self,
+        item: Item,
+        policy: &dyn Policy,
+    ) -> impl Future<Output = Result<Collected, EnvError>> + Send;
+
+    /// Runs the environment's evaluation set once.
+    fn evaluate(
+        &self,
+        policy: &dyn Policy,
+    ) -> impl Future<Output = Result<EvalOutcome, EnvError>> + Send;
+}
+
+impl<E: Env> Environment for E {
+    fn name(&self) -> String {
+        E::NAME.to_string()
+    }
+
+    fn config(&self) -> EnvConfig {
+        Env::config(self).clone()
+    }
+
+    fn setup(&self) -> BoxFuture<'_, Result<(), EnvError>> {
+        Box::pin(Env::setup(self))
+    }
+
+    fn next_item(&self) -> BoxFuture<'_, Result<Option<Item>, EnvError>> {
+        Box::pin(Env::next_item(self))
+    }
+
+    fn collect<'a>(
+        &'a self,
+        item: Item,
+        policy: &'a dyn Policy,
+    ) -> BoxFuture<'a, Result<Collected, EnvError>> {
+        Box::pin(Env::collect(self, item, policy))
+    }
+
+    fn evaluate<'a>(
+        &'a self,
+        policy: &'a dyn Policy,
+    ) -> BoxFuture<'a, Result<EvalOutcome, EnvError>> {
+        Box::pin(Env::evaluate(self, policy))
+    }
 }
 
 /// Builds a built-in environment by name (see [`registry`]).

@@ -1,9 +1,13 @@
 //! Every built-in environment, once: its name, what the browser and `lachesis env list` say about
-//! it, what it needs from the server beyond a policy, and how it is built. The CLI, the server's
-//! in-process workers and `GET /api/environments` all read this table; a new environment is its
-//! own folder plus one entry here.
+//! it, what it needs from the server beyond a policy, how it is built, and how the server hosts
+//! it. The CLI, the server's in-process workers and `GET /api/environments` all read this table; a
+//! new environment is its own folder plus one entry here.
 
+use std::sync::Arc;
+
+use super::in_process::{Hosted, ServerParts};
 use super::{EnvError, EnvOptions, Environment};
+use crate::marketplace::judges::Judges;
 
 /// What an environment needs from the server that hosts it, beyond a policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,6 +23,9 @@ pub enum ServerNeeds {
 /// Builds an environment from its options.
 pub type BuildEnv = fn(&EnvOptions) -> Result<Box<dyn Environment>, EnvError>;
 
+/// Builds an environment for the server that hosts it, from its options and what the server lends.
+pub type HostEnv = fn(&EnvOptions, &dyn ServerParts) -> Result<Hosted, EnvError>;
+
 /// One built-in environment.
 pub struct EnvDescriptor {
     pub name: &'static str,
@@ -26,6 +33,23 @@ pub struct EnvDescriptor {
     pub needs: ServerNeeds,
     /// Builds it from its options; `None` for those only the server can build (see `needs`).
     pub build: Option<BuildEnv>,
+    /// How the server hosts it, for those that need more of the server than a policy (see
+    /// `needs`); `None`: hosted as `build` makes it, with no showcase.
+    pub hosted: Option<HostEnv>,
+}
+
+impl EnvDescriptor {
+    /// The environment as the server hosts it.
+    pub fn host(&self, options: &EnvOptions, parts: &dyn ServerParts) -> Result<Hosted, EnvError> {
+        match (self.hosted, self.build) {
+            (Some(host), _) => host(options, parts),
+            (None, Some(build)) => Ok(Hosted::plain(build(options)?)),
+            (None, None) => Err(EnvError::Other(format!(
+                "{} has no way to be built",
+                self.name
+            ))),
+        }
+    }
 }
 
 /// The built-in environments, in the order they are listed.
@@ -36,13 +60,21 @@ pub const REGISTRY: &[EnvDescriptor] = &[
                       exact, a small bonus for a well-formed wrong answer.",
         needs: ServerNeeds::Nothing,
         build: Some(|o| Ok(Box::new(super::arithmetic::ArithmeticEnv::new(o)?))),
+        hosted: None,
     },
     EnvDescriptor {
         name: super::cat_caretaker::NAME,
         description: "A simulated cat shows behaviors and sounds; the model, as its caretaker, \
                       answers with care; a rubric of the cat's hidden need scores the reply.",
         needs: ServerNeeds::Nothing,
-        build: Some(|o| Ok(Box::new(super::cat_caretaker::CatCaretakerEnv::new(o)?))),
+        // Its `openai` judge option calls endpoints the way the platform calls the operator's.
+        build: Some(|o| {
+            let env = super::cat_caretaker::CatCaretakerEnv::new(o)?;
+            Ok(Box::new(
+                env.with_endpoint_judge(Arc::new(Judges::default())),
+            ))
+        }),
+        hosted: None,
     },
     EnvDescriptor {
         name: super::chess_player::NAME,
@@ -50,6 +82,7 @@ pub const REGISTRY: &[EnvDescriptor] = &[
                       judge scores attack and sound sacrifices in [0, 1]; -1 for no legal move.",
         needs: ServerNeeds::Nothing,
         build: Some(|o| Ok(Box::new(super::chess_player::ChessPlayerEnv::new(o)?))),
+        hosted: None,
     },
     EnvDescriptor {
         name: super::pay_to_play::NAME,
@@ -58,6 +91,12 @@ pub const REGISTRY: &[EnvDescriptor] = &[
                       their consensus.",
         needs: ServerNeeds::Ledger,
         build: None,
+        // Pays through the server's ledger and settler; its showcase keeps episodes coming while
+        // no trainer is attached, so the marketplace page shows a run from the start.
+        hosted: Some(|o, parts| {
+            let env = super::pay_to_play::PayToPlayEnv::new(o, parts.marketplace())?;
+            Ok(Hosted::showcased(env))
+        }),
     },
     EnvDescriptor {
         name: super::spatial::NAME,
@@ -66,6 +105,12 @@ pub const REGISTRY: &[EnvDescriptor] = &[
                       rest and the scorer gives partial credit per goal.",
         needs: ServerNeeds::SceneStream,
         build: Some(|o| Ok(Box::new(super::spatial::SpatialEnv::new(o)?))),
+        // Its attempts play on the live scene the browser's viewer watches, and its showcase keeps
+        // the model attempting tasks there while no trainer is attached.
+        hosted: Some(|o, parts| {
+            let env = super::spatial::SpatialEnv::new(o)?.with_sink(parts.live_scene());
+            Ok(Hosted::showcased(env))
+        }),
     },
 ];
 
@@ -112,5 +157,97 @@ mod tests {
                 descriptor.name
             );
         }
+    }
+
+    #[test]
+    fn what_needs_more_of_the_server_than_a_policy_has_its_own_hosting() {
+        for descriptor in REGISTRY {
+            assert_eq!(
+                descriptor.hosted.is_some(),
+                descriptor.needs != ServerNeeds::Nothing,
+                "{}",
+                descriptor.name
+            );
+        }
+    }
+
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use futures::FutureExt;
+    use futures::future::BoxFuture;
+
+    use super::super::pay_to_play::Marketplace;
+    use super::super::spatial::{Episode, SceneSink};
+    use crate::policy::{Policy, PolicyError, PolicyRequest, Rollout};
+
+    #[derive(Default)]
+    struct Counting(AtomicUsize);
+
+    impl SceneSink for Counting {
+        fn episode(&self, _: Episode) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Lends a scene sink that counts episodes; no marketplace (that needs a database).
+    #[derive(Default)]
+    struct Parts(Arc<Counting>);
+
+    impl ServerParts for Parts {
+        fn live_scene(&self) -> Arc<dyn SceneSink> {
+            self.0.clone()
+        }
+
+        fn marketplace(&self) -> Marketplace {
+            panic!("only pay_to_play asks for the marketplace")
+        }
+    }
+
+    /// Never sure of anything.
+    struct Unsure;
+
+    impl Policy for Unsure {
+        fn name(&self) -> String {
+            "unsure".into()
+        }
+
+        fn complete(
+            &self,
+            request: PolicyRequest,
+        ) -> BoxFuture<'_, Result<Vec<Rollout>, PolicyError>> {
+            let rollout = Rollout {
+                completion: "I am not sure.".into(),
+                ..crate::envs::test_rollout(&[1], &[2])
+            };
+            futures::future::ready(Ok(vec![rollout; request.n])).boxed()
+        }
+    }
+
+    #[tokio::test]
+    async fn the_server_hosts_each_environment_as_its_entry_says() {
+        let parts = Parts::default();
+        for descriptor in REGISTRY {
+            if descriptor.needs == ServerNeeds::Ledger {
+                continue;
+            }
+            let hosted = descriptor
+                .host(&EnvOptions::default(), &parts)
+                .unwrap_or_else(|e| panic!("{}: {e}", descriptor.name));
+            assert_eq!(hosted.env.name(), descriptor.name);
+            assert_eq!(
+                hosted.showcase.is_some(),
+                descriptor.needs != ServerNeeds::Nothing,
+                "{}",
+                descriptor.name
+            );
+        }
+        // The spatial showcase plays on the live scene it was lent.
+        let hosted = find("spatial")
+            .unwrap()
+            .host(&EnvOptions::default(), &parts)
+            .unwrap();
+        let showcase = hosted.showcase.expect("spatial is showcased");
+        showcase.show_one(&Unsure).await.expect("an attempt");
+        assert_eq!(parts.0.0.load(Ordering::SeqCst), 1);
     }
 }

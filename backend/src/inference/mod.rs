@@ -12,13 +12,14 @@ mod vllm;
 use axum::extract::{FromRequest, Request, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use lachesis_inference::{Engine, GenerateRequest, SamplingParams};
+use lachesis_inference::{Engine, GenerateRequest, Generation, SamplingParams};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use crate::app::AppState;
 pub use error::InferenceError;
+use quota::CallerKey;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -118,7 +119,13 @@ pub struct CommonSampling {
 }
 
 impl CommonSampling {
-    pub fn to_params(&self, max_tokens: usize) -> Result<SamplingParams, InferenceError> {
+    /// The engine's parameters: these fields, `max_tokens`, and `top_logprobs` alternatives per
+    /// token.
+    pub fn to_params(
+        &self,
+        max_tokens: usize,
+        top_logprobs: usize,
+    ) -> Result<SamplingParams, InferenceError> {
         if self.stream {
             return Err(InferenceError::bad(
                 "stream is not supported by the embedded server; send stream: false",
@@ -132,10 +139,23 @@ impl CommonSampling {
             n: self.n,
             stop: self.stop.clone().into_vec(),
             seed: self.seed,
-            top_logprobs: 0,
+            top_logprobs,
             prompt_logprobs: None,
         })
     }
+}
+
+/// Runs `prompt` with `params` for `caller` through [`admission`]: the server's limits and the
+/// caller's quota first, then the engine.
+async fn sample(
+    state: &AppState,
+    engine: &Engine,
+    caller: &CallerKey,
+    prompt: Vec<u32>,
+    params: SamplingParams,
+) -> Result<Generation, InferenceError> {
+    let request = GenerateRequest { prompt, params };
+    admission::generate(&state.inference_limits, engine, caller, request).await
 }
 
 fn one_f32() -> f32 {
@@ -144,6 +164,11 @@ fn one_f32() -> f32 {
 
 fn one_usize() -> usize {
     1
+}
+
+/// `max_tokens`' default in `/v1/completions` and `/generate`.
+fn sixteen() -> usize {
+    16
 }
 
 fn unix_now() -> u64 {

@@ -3,14 +3,12 @@
 
 use axum::Json;
 use axum::extract::State;
-use lachesis_inference::{ChatMessage, Engine, GenerateRequest, Generation, TokenLogprob};
+use lachesis_inference::{ChatMessage, Engine, Generation, TokenLogprob};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::quota::CallerKey;
-use super::{
-    CommonSampling, InferenceError, InferenceJson, admission, engine, request_id, unix_now,
-};
+use super::{CommonSampling, InferenceError, InferenceJson, engine, request_id, sample, unix_now};
 use crate::app::AppState;
 
 pub async fn models(State(state): State<AppState>) -> Result<Json<Value>, InferenceError> {
@@ -41,7 +39,7 @@ pub struct CompletionRequest {
     #[serde(default)]
     pub model: Option<String>,
     pub prompt: PromptInput,
-    #[serde(default = "sixteen")]
+    #[serde(default = "super::sixteen")]
     pub max_tokens: usize,
     /// Alternatives per token; `Some(0)` still reports the chosen token's logprob.
     #[serde(default)]
@@ -50,10 +48,6 @@ pub struct CompletionRequest {
     pub echo: bool,
     #[serde(flatten)]
     pub sampling: CommonSampling,
-}
-
-fn sixteen() -> usize {
-    16
 }
 
 pub async fn completions(
@@ -82,15 +76,10 @@ pub async fn completions(
     if request.echo {
         return Err(InferenceError::bad("echo is not supported", "echo"));
     }
-    let mut params = request.sampling.to_params(request.max_tokens)?;
-    params.top_logprobs = request.logprobs.unwrap_or(0);
-    let generation = admission::generate(
-        &state.inference_limits,
-        engine,
-        &caller,
-        GenerateRequest { prompt, params },
-    )
-    .await?;
+    let params = request
+        .sampling
+        .to_params(request.max_tokens, request.logprobs.unwrap_or(0))?;
+    let generation = sample(&state, engine, &caller, prompt, params).await?;
     let choices: Vec<Value> = generation
         .choices
         .iter()
@@ -162,15 +151,10 @@ pub async fn chat_completions(
                 .saturating_sub(prompt.len())
                 .max(1),
         );
-    let mut params = request.sampling.to_params(max_tokens)?;
-    params.top_logprobs = request.top_logprobs.unwrap_or(0);
-    let generation = admission::generate(
-        &state.inference_limits,
-        engine,
-        &caller,
-        GenerateRequest { prompt, params },
-    )
-    .await?;
+    let params = request
+        .sampling
+        .to_params(max_tokens, request.top_logprobs.unwrap_or(0))?;
+    let generation = sample(&state, engine, &caller, prompt, params).await?;
     let choices: Vec<Value> = generation
         .choices
         .iter()

@@ -5,12 +5,12 @@
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use lachesis_inference::{GenerateRequest, TokenLogprob};
+use lachesis_inference::TokenLogprob;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::quota::CallerKey;
-use super::{CommonSampling, InferenceError, InferenceJson, admission, engine};
+use super::{CommonSampling, InferenceError, InferenceJson, engine, sample};
 use crate::app::AppState;
 
 #[derive(Debug, Deserialize)]
@@ -23,7 +23,7 @@ pub enum GeneratePrompt {
 #[derive(Debug, Deserialize)]
 pub struct VllmGenerateRequest {
     pub prompt: GeneratePrompt,
-    #[serde(default = "sixteen")]
+    #[serde(default = "super::sixteen")]
     pub max_tokens: usize,
     /// Alternatives per generated token; present (even 0) means "report logprobs".
     #[serde(default)]
@@ -32,10 +32,6 @@ pub struct VllmGenerateRequest {
     pub prompt_logprobs: Option<usize>,
     #[serde(flatten)]
     pub sampling: CommonSampling,
-}
-
-fn sixteen() -> usize {
-    16
 }
 
 pub async fn generate(
@@ -48,16 +44,11 @@ pub async fn generate(
         GeneratePrompt::Text(text) => engine.tokenizer().encode(&text)?,
         GeneratePrompt::Tokens { prompt_token_ids } => prompt_token_ids,
     };
-    let mut params = request.sampling.to_params(request.max_tokens)?;
-    params.top_logprobs = request.logprobs.unwrap_or(0);
+    let mut params = request
+        .sampling
+        .to_params(request.max_tokens, request.logprobs.unwrap_or(0))?;
     params.prompt_logprobs = request.prompt_logprobs;
-    let generation = admission::generate(
-        &state.inference_limits,
-        engine,
-        &caller,
-        GenerateRequest { prompt, params },
-    )
-    .await?;
+    let generation = sample(&state, engine, &caller, prompt, params).await?;
     let prompt_text = engine.tokenizer().decode(&generation.prompt_tokens)?;
     let logprobs = request.logprobs.map(|_| {
         generation

@@ -1,10 +1,15 @@
 //! Running a card's judge on one answer: the built-in rubric (no model at all), the embedded model
-//! with the card's system prompt, or an OpenAI-compatible endpoint. Every judge answers in text
-//! ending with `\boxed{score}`, read by one parser ([`super::verdict`]).
+//! with the card's system prompt, or an OpenAI-compatible endpoint. Judges follow the cat
+//! caretaker's judging protocol (`envs::cat_caretaker::judge`): they are shown the same prompt and
+//! answer in text ending with `\boxed{score}`, read by one parser
+//! (`envs::cat_caretaker::verdict`). [`Judges`] is also the cat caretaker environment's
+//! [`EndpointJudge`], so that environment reaches endpoints through this outbound client without
+//! depending on the marketplace.
 
 use std::sync::Arc;
 
-use lachesis_inference::ChatMessage;
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use lachesis_shared::cats::CatTask;
 use lachesis_shared::marketplace::JudgeBackend;
 use serde_json::{Value, json};
@@ -13,11 +18,11 @@ use super::outbound::{JudgeHttp, OutboundError, OutboundLimits};
 use super::panel::Card;
 use super::probation::ProbationRules;
 use super::sealed::{SealError, SecretsKey};
+use crate::envs::cat_caretaker::judge::{
+    EndpointJudge, JUDGE_MAX_TOKENS, JudgeCallError, judge_messages, model_verdict,
+};
 use crate::envs::cat_caretaker::rubric::score_answer;
-use crate::policy::{Policy, PolicyRequest};
-
-/// Enough for a sentence of reasons and the box; judges that ramble are cut and usually unreadable.
-const JUDGE_MAX_TOKENS: usize = 96;
+use crate::policy::Policy;
 
 /// What can run judges here: the rubric always; model cards only with a model; teams' endpoint
 /// cards through the public-only client, with the key their team sealed.
@@ -135,7 +140,9 @@ impl Judges {
             JudgeBackend::Rubric { lens } => Ok(rubric_verdict(*lens, task, answer)),
             JudgeBackend::Embedded { system_prompt } => {
                 let model = self.model.as_ref().ok_or(JudgeError::NoModel)?;
-                model_verdict(model.as_ref(), judge_messages(system_prompt, task, answer)).await
+                model_verdict(model.as_ref(), judge_messages(system_prompt, task, answer))
+                    .await
+                    .map_err(|e| JudgeError::Model(e.to_string()))
             }
             JudgeBackend::Openai {
                 base_url,
@@ -181,30 +188,6 @@ impl Judges {
     }
 }
 
-/// A model judge's text for the messages given (a card's, or a dialogue's judge).
-pub async fn model_verdict(
-    model: &dyn Policy,
-    messages: Vec<ChatMessage>,
-) -> Result<String, JudgeError> {
-    let request = PolicyRequest {
-        messages,
-        n: 1,
-        max_tokens: JUDGE_MAX_TOKENS,
-        temperature: 0.3,
-        top_p: 1.0,
-        stop: Vec::new(),
-    };
-    let rollouts = model
-        .complete(request)
-        .await
-        .map_err(|e| JudgeError::Model(e.to_string()))?;
-    rollouts
-        .into_iter()
-        .next()
-        .map(|r| r.completion)
-        .ok_or_else(|| JudgeError::Model("no completion".into()))
-}
-
 /// A rubric card's verdict text. A specialist reads needs of its own category closely; others it
 /// only sorts roughly into bad, middling and good, pulled towards the middle.
 fn rubric_verdict(
@@ -222,25 +205,19 @@ fn rubric_verdict(
     verdict.to_judge_text()
 }
 
-/// What a model judge is shown: the behaviors the caretaker saw (not the hidden need: judges earn
-/// their price by knowing cats) and the answer.
-pub fn judge_messages(system_prompt: &str, task: &CatTask, answer: &str) -> Vec<ChatMessage> {
-    let seen: Vec<String> = task
-        .observed
-        .iter()
-        .map(|b| format!("- {}: {}", b.behavior, b.description))
-        .collect();
-    vec![
-        ChatMessage::new("system", system_prompt),
-        ChatMessage::new(
-            "user",
-            format!(
-                "A cat shows these behaviors:\n{}\n\nA caretaker answered:\n{}\n\nHow well does \
-                 the answer meet the cat's need? Give one sentence of reasons, then the score from \
-                 0 to 1 as \\boxed{{score}}.",
-                seen.join("\n"),
-                answer.trim()
-            ),
-        ),
-    ]
+/// The operator's endpoint judges, for the cat caretaker environment's `openai` judge option.
+impl EndpointJudge for Judges {
+    fn judge<'a>(
+        &'a self,
+        backend: &'a JudgeBackend,
+        task: &'a CatTask,
+        answer: &'a str,
+    ) -> BoxFuture<'a, Result<String, JudgeCallError>> {
+        async move {
+            self.verdict(backend, task, answer)
+                .await
+                .map_err(JudgeCallError::from)
+        }
+        .boxed()
+    }
 }

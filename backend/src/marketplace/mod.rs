@@ -1,5 +1,6 @@
 //! The judge marketplace: agent cards that score answers for a price, how an agent chooses among
-//! them, and how a judge's verdict is read.
+//! them, and how their judges are run. The cards judge caretakers, so a verdict is read by the cat
+//! caretaker's judging protocol (`envs::cat_caretaker::verdict`).
 
 pub mod cards;
 pub mod feed;
@@ -11,4 +12,3 @@ pub mod probation;
 pub mod routes;
 pub mod sealed;
 pub mod selection;
-pub mod verdict;

@@ -10,12 +10,12 @@ use std::collections::HashMap;
 use lachesis_shared::cats::CatTask;
 use lachesis_shared::ledger::MicroUsdc;
 use lachesis_shared::marketplace::{JudgeBackend, PaidCard, PanelChoice};
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 
 use super::judges::Judges;
 use super::probation::{Standing, TeamCardRecord};
 use super::selection::{CardArm, UcbPolicy};
-use super::verdict::parse_judge_score;
+use crate::envs::cat_caretaker::verdict::parse_judge_score;
 use crate::ledger::queries::{AccountWallet, account_wallets, paid_under_key};
 use crate::ledger::{AccountId, Ledger, LedgerError, Transfer};
 use crate::settlement::{SettleError, Settler};
@@ -105,23 +105,9 @@ impl Market {
     /// probation allows (at most one untried team card per round, the longest listed first), and
     /// none of them for the platform's showcase.
     pub async fn load(db: &PgPool, judges: &Judges) -> Result<Market, PanelError> {
-        let rows = sqlx::query(
-            "SELECT c.id, c.slug, c.name, c.specialties, c.price, c.account_id, c.judge,
-                    c.owner_team, c.judge_key, count(e.id) AS pulls,
-                    count(e.id) FILTER (WHERE e.score IS NULL) AS unreadable,
-                    avg(CASE WHEN e.score IS NULL THEN 0 ELSE 1 - abs(e.score - e.consensus) END)
-                        AS agreement,
-                    coalesce(sum(1 - abs(e.score - e.consensus)), 0) AS value_sum
-             FROM agent_cards c LEFT JOIN card_evaluations e ON e.card_id = c.id
-             WHERE c.listed GROUP BY c.id ORDER BY c.id",
-        )
-        .fetch_all(db)
-        .await?;
+        let rows = super::cards::store::listed_cards(db).await?;
         // Each card's owner account (the ledger's) holds the wallet a chain settler pays.
-        let accounts = rows
-            .iter()
-            .map(|row| Ok(AccountId(row.try_get("account_id")?)))
-            .collect::<Result<Vec<_>, sqlx::Error>>()?;
+        let accounts: Vec<AccountId> = rows.iter().map(|row| AccountId(row.account_id)).collect();
         let wallets: HashMap<AccountId, AccountWallet> = account_wallets(db, &accounts)
             .await?
             .into_iter()
@@ -133,22 +119,21 @@ impl Market {
         };
         let mut untried_team_card = false;
         for row in rows {
-            let account = AccountId(row.try_get("account_id")?);
+            let account = AccountId(row.account_id);
             // A card whose account is gone is not listed (the foreign key keeps this from
             // happening).
             let Some(owner) = wallets.get(&account) else {
                 continue;
             };
-            let judge: serde_json::Value = row.try_get("judge")?;
-            let judge: JudgeBackend =
-                serde_json::from_value(judge).map_err(|e| PanelError::BadCard(e.to_string()))?;
-            let sealed_key: Option<Vec<u8>> = row.try_get("judge_key")?;
+            let judge: JudgeBackend = serde_json::from_value(row.judge)
+                .map_err(|e| PanelError::BadCard(e.to_string()))?;
+            let sealed_key = row.judge_key;
             if !judges.can_run(&judge, sealed_key.is_some()) {
                 continue;
             }
-            let pulls: i64 = row.try_get("pulls")?;
-            let price: i64 = row.try_get("price")?;
-            let owner_team: Option<i64> = row.try_get("owner_team")?;
+            let pulls = row.pulls;
+            let price = row.price;
+            let owner_team = row.owner_team;
             if owner_team.is_some() {
                 if judges.platform_only {
                     continue;
@@ -156,8 +141,8 @@ impl Market {
                 let record = TeamCardRecord {
                     price,
                     evaluations: pulls,
-                    unreadable: row.try_get("unreadable")?,
-                    agreement: row.try_get("agreement")?,
+                    unreadable: row.unreadable,
+                    agreement: row.agreement,
                 };
                 match judges.probation.standing(&record) {
                     Standing::Admitted => {}
@@ -166,10 +151,10 @@ impl Market {
                 }
             }
             let card = Card {
-                id: row.try_get("id")?,
-                slug: row.try_get("slug")?,
-                name: row.try_get("name")?,
-                specialties: row.try_get("specialties")?,
+                id: row.id,
+                slug: row.slug,
+                name: row.name,
+                specialties: row.specialties,
                 price,
                 account,
                 wallet: owner.wallet.clone(),
@@ -181,7 +166,7 @@ impl Market {
                 slug: card.slug.clone(),
                 price: card.price,
                 pulls: u32::try_from(pulls).unwrap_or(u32::MAX),
-                value_sum: row.try_get("value_sum")?,
+                value_sum: row.value_sum,
             });
             market.cards.push(card);
         }

@@ -1,6 +1,7 @@
 //! Spatial reasoning in the browser: tasks to solve, people's attempts judged by the same scorer
-//! as the model's and kept as demonstrations (exported as JSONL), and the live scene the
-//! in-process `spatial` environment streams ([`stream`]).
+//! as the model's and kept as demonstrations (exported as JSONL), and the live scene a hosted
+//! `spatial` environment streams to ([`stream`], lent to it as its scene sink when the server
+//! hosts it). The server uses the environment (`envs::spatial`), never the other way round.
 //!
 //! Access: reading tasks and scenes needs no more than any other page (with accounts on, a
 //! signed-in user or a token); submitting an attempt changes state, so it takes a signed-in
@@ -29,35 +30,6 @@ pub use stream::SceneStreamer;
 
 /// The scene the in-process environment shows its attempts on.
 pub const LIVE_SCENE: &str = "live";
-/// The showcase's pause between two attempts.
-const SHOWCASE_PAUSE: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Keeps the model attempting tasks on the live scene until shutdown, so that a new user watching
-/// `/spatial` sees attempts before any trainer is attached (the environment's runner only
-/// collects groups once a trainer has registered). One completion at a time, with a pause, so a
-/// trainer's rollouts are slowed little when one is attached. A failed attempt (the model busy
-/// with a trainer's rollouts, the database away) ends it: its supervisor starts it again after a
-/// pause that grows while the failures go on.
-pub async fn showcase(
-    env: std::sync::Arc<crate::envs::spatial::SpatialEnv>,
-    policy: std::sync::Arc<dyn crate::policy::Policy>,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
-) -> anyhow::Result<()> {
-    loop {
-        tokio::select! {
-            result = env.show_one(policy.as_ref()) => {
-                let score = result
-                    .map_err(|e| anyhow::anyhow!("spatial showcase attempt failed: {e}"))?;
-                tracing::debug!(score, "spatial showcase attempt");
-            }
-            _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(SHOWCASE_PAUSE) => {}
-            _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
-        }
-    }
-}
 
 pub fn routes() -> Router<AppState> {
     Router::new()

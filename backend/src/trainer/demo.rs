@@ -10,8 +10,6 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use lachesis_inference::{ChatMessage, Engine, EngineOptions};
 use lachesis_train::tiny::{tiny_config, tiny_tokenizer};
 use lachesis_train::{
@@ -25,10 +23,7 @@ use tokio::sync::watch;
 
 use super::{LoopConfig, TrainLoop, WeightSync};
 use crate::envs::runner::{self, RunnerConfig};
-use crate::envs::{
-    Collected, EnvConfig, EnvError, Environment, EvalOutcome, Item, ScoredGroup, ScoredSequence,
-    generation_params,
-};
+use crate::envs::{Collected, Env, EnvConfig, EnvError, EvalOutcome, Item, ScoredSequence};
 use crate::policy::{EmbeddedPolicy, Policy, PolicyRequest};
 
 pub const NAME: &str = "digits";
@@ -79,8 +74,24 @@ impl DigitsEnv {
             stop: Vec::new(),
         }
     }
+}
 
-    async fn collect_group(&self, item: Item, policy: &dyn Policy) -> Result<Collected, EnvError> {
+impl Env for DigitsEnv {
+    const NAME: &str = NAME;
+
+    fn config(&self) -> &EnvConfig {
+        &self.config
+    }
+
+    async fn next_item(&self) -> Result<Option<Item>, EnvError> {
+        let digit = match self.rng.lock() {
+            Ok(mut rng) => rng.random_range(0..10u32),
+            Err(poisoned) => poisoned.into_inner().random_range(0..10u32),
+        };
+        Ok(Some(Value::from(digit)))
+    }
+
+    async fn collect(&self, item: Item, policy: &dyn Policy) -> Result<Collected, EnvError> {
         let digit = item
             .as_u64()
             .filter(|&d| d < 10)
@@ -92,28 +103,15 @@ impl DigitsEnv {
         let sequences = rollouts
             .into_iter()
             .map(|rollout| {
-                let mut messages = prompt.clone();
-                messages.push(ChatMessage::new("assistant", rollout.completion.clone()));
-                ScoredSequence {
-                    messages,
-                    score: reward(digit, &rollout.completion),
-                    rollout,
-                    overrides: None,
-                }
+                let score = reward(digit, &rollout.completion);
+                ScoredSequence::answered(&prompt, rollout, score)
             })
             .collect();
-        Ok(Collected {
-            group: Some(ScoredGroup {
-                sequences,
-                generation_params: generation_params(&self.config, policy),
-                group_overrides: None,
-            }),
-            backlog: Vec::new(),
-        })
+        Ok(Collected::group(sequences, &self.config, policy))
     }
 
     /// Mean reward of `eval_samples` sampled answers to each of the ten prompts.
-    async fn evaluate_all(&self, policy: &dyn Policy) -> Result<EvalOutcome, EnvError> {
+    async fn evaluate(&self, policy: &dyn Policy) -> Result<EvalOutcome, EnvError> {
         let mut total = 0.0;
         let mut count = 0usize;
         for digit in 0..10 {
@@ -131,43 +129,6 @@ impl DigitsEnv {
             .metrics
             .insert("mean_reward".into(), total / count.max(1) as f64);
         Ok(outcome)
-    }
-}
-
-impl Environment for DigitsEnv {
-    fn name(&self) -> String {
-        NAME.to_owned()
-    }
-
-    fn config(&self) -> EnvConfig {
-        self.config.clone()
-    }
-
-    fn setup(&self) -> BoxFuture<'_, Result<(), EnvError>> {
-        futures::future::ready(Ok(())).boxed()
-    }
-
-    fn next_item(&self) -> BoxFuture<'_, Result<Option<Item>, EnvError>> {
-        let digit = match self.rng.lock() {
-            Ok(mut rng) => rng.random_range(0..10u32),
-            Err(poisoned) => poisoned.into_inner().random_range(0..10u32),
-        };
-        futures::future::ready(Ok(Some(Value::from(digit)))).boxed()
-    }
-
-    fn collect<'a>(
-        &'a self,
-        item: Item,
-        policy: &'a dyn Policy,
-    ) -> BoxFuture<'a, Result<Collected, EnvError>> {
-        self.collect_group(item, policy).boxed()
-    }
-
-    fn evaluate<'a>(
-        &'a self,
-        policy: &'a dyn Policy,
-    ) -> BoxFuture<'a, Result<EvalOutcome, EnvError>> {
-        self.evaluate_all(policy).boxed()
     }
 }
 

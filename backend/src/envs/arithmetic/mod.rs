@@ -17,16 +17,12 @@ pub mod parse;
 use std::collections::HashSet;
 use std::sync::Mutex;
 
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use lachesis_inference::ChatMessage;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use super::{
-    Collected, EnvConfig, EnvError, EnvOptions, Environment, EvalOutcome, Item, ScoredSequence,
-};
+use super::{Collected, Env, EnvConfig, EnvError, EnvOptions, EvalOutcome, Item, ScoredSequence};
 use crate::policy::{Finish, Policy, PolicyRequest, Rollout};
 pub use parse::{ParseError, parse_answer, render_answer};
 
@@ -277,8 +273,20 @@ impl ArithmeticEnv {
             stop: Vec::new(),
         }
     }
+}
 
-    async fn collect_group(&self, item: Item, policy: &dyn Policy) -> Result<Collected, EnvError> {
+impl Env for ArithmeticEnv {
+    const NAME: &str = NAME;
+
+    fn config(&self) -> &EnvConfig {
+        &self.config
+    }
+
+    async fn next_item(&self) -> Result<Option<Item>, EnvError> {
+        super::some_item(&self.draw())
+    }
+
+    async fn collect(&self, item: Item, policy: &dyn Policy) -> Result<Collected, EnvError> {
         let problem: Problem =
             serde_json::from_value(item).map_err(|e| EnvError::InvalidItem(e.to_string()))?;
         let request = self.request(&problem, self.config.group_size, self.config.temperature);
@@ -293,34 +301,9 @@ impl ArithmeticEnv {
             .collect();
         Ok(Collected::group(sequences, &self.config, policy))
     }
-}
 
-impl Environment for ArithmeticEnv {
-    fn name(&self) -> String {
-        NAME.to_string()
-    }
-
-    fn config(&self) -> EnvConfig {
-        self.config.clone()
-    }
-
-    fn next_item(&self) -> BoxFuture<'_, Result<Option<Item>, EnvError>> {
-        super::ready_item(&self.draw())
-    }
-
-    fn collect<'a>(
-        &'a self,
-        item: Item,
-        policy: &'a dyn Policy,
-    ) -> BoxFuture<'a, Result<Collected, EnvError>> {
-        self.collect_group(item, policy).boxed()
-    }
-
-    fn evaluate<'a>(
-        &'a self,
-        policy: &'a dyn Policy,
-    ) -> BoxFuture<'a, Result<EvalOutcome, EnvError>> {
-        self.evaluate_set(policy).boxed()
+    async fn evaluate(&self, policy: &dyn Policy) -> Result<EvalOutcome, EnvError> {
+        self.evaluate_set(policy).await
     }
 }
 

@@ -217,7 +217,7 @@ mod tests {
         assert_eq!(quick.score, 1.0);
         assert!((slow.score - 0.9).abs() < 1e-12, "{}", slow.score);
         assert_eq!(
-            crate::marketplace::verdict::parse_judge_score(&slow.text).unwrap(),
+            super::super::verdict::parse_judge_score(&slow.text).unwrap(),
             (slow.score * 1000.0).round() / 1000.0
         );
         let none = rubric_verdict(

@@ -3,10 +3,9 @@
 //! dialogue (remedies named, fewer turns better). The rollout trained on is the last caretaker
 //! turn, conditioned on the whole dialogue before it, so every turn's context is in the tokens.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use futures::FutureExt;
-use futures::future::{BoxFuture, join_all};
+use futures::future::join_all;
 use lachesis_inference::ChatMessage;
 use lachesis_shared::cats::{CatTask, CatTurn};
 use lachesis_shared::marketplace::JudgeBackend;
@@ -19,12 +18,14 @@ use super::data::CatData;
 use super::dialogue::{
     caretaker_messages, caretaker_turns, cat_reply, is_final, opening, rubric_verdict,
 };
-use crate::envs::{
-    Collected, EnvConfig, EnvError, EnvOptions, Environment, EvalOutcome, Item, ScoredSequence,
-    SeedItem, parse_settings,
+use super::judge::{
+    EndpointJudge, JudgeCallError, ModelVerdictError, judge_messages, model_verdict,
 };
-use crate::marketplace::judges::{Judges, judge_messages, model_verdict};
-use crate::marketplace::verdict::parse_judge_score;
+use super::verdict::parse_judge_score;
+use crate::envs::{
+    Collected, Env, EnvConfig, EnvError, EnvOptions, EvalOutcome, Item, ScoredSequence, SeedItem,
+    parse_settings, some_item,
+};
 use crate::policy::{Policy, PolicyRequest, Rollout};
 
 pub const NAME: &str = "cat_caretaker";
@@ -42,6 +43,17 @@ pub struct Settings {
     pub judge: JudgeBackend,
 }
 
+/// Why a model judge's verdict could not be had; the rubric's stands in and the messages say why.
+#[derive(Debug, thiserror::Error)]
+enum JudgeFailed {
+    #[error("model: {0}")]
+    Model(#[from] ModelVerdictError),
+    #[error("{0}")]
+    Endpoint(JudgeCallError),
+    #[error("no endpoint judge was given to this environment")]
+    NoEndpoint,
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Self {
@@ -57,6 +69,8 @@ pub struct CatCaretakerEnv {
     settings: Settings,
     data: &'static CatData,
     rng: Mutex<StdRng>,
+    /// Calls `openai` judges; the registry gives it the platform's outbound client.
+    endpoint: Option<Arc<dyn EndpointJudge>>,
 }
 
 /// One finished dialogue: its turns, the last caretaker rollout and the verdict's score.
@@ -88,7 +102,14 @@ impl CatCaretakerEnv {
             settings,
             data,
             rng: Mutex::new(StdRng::seed_from_u64(options.seed)),
+            endpoint: None,
         })
+    }
+
+    /// Calls `openai` judges through `endpoint`; without one they fail and the rubric stands in.
+    pub fn with_endpoint_judge(mut self, endpoint: Arc<dyn EndpointJudge>) -> Self {
+        self.endpoint = Some(endpoint);
+        self
     }
 
     fn request(&self, turns: &[CatTurn], n: usize, temperature: f32) -> PolicyRequest {
@@ -156,11 +177,17 @@ impl CatCaretakerEnv {
         let text = match &self.settings.judge {
             JudgeBackend::Rubric { .. } => return (rubric.score, rubric.text),
             JudgeBackend::Embedded { system_prompt } => {
-                model_verdict(policy, judge_messages(system_prompt, task, &transcript)).await
+                model_verdict(policy, judge_messages(system_prompt, task, &transcript))
+                    .await
+                    .map_err(JudgeFailed::from)
             }
-            backend @ JudgeBackend::Openai { .. } => {
-                Judges::default().verdict(backend, task, &transcript).await
-            }
+            backend @ JudgeBackend::Openai { .. } => match &self.endpoint {
+                Some(endpoint) => endpoint
+                    .judge(backend, task, &transcript)
+                    .await
+                    .map_err(JudgeFailed::Endpoint),
+                None => Err(JudgeFailed::NoEndpoint),
+            },
         };
         match text.map(|t| (parse_judge_score(&t), t)) {
             Ok((Ok(score), text)) => (score, text),
@@ -196,8 +223,22 @@ impl CatCaretakerEnv {
         });
         join_all(plays).await.into_iter().collect()
     }
+}
 
-    async fn collect_group(&self, item: Item, policy: &dyn Policy) -> Result<Collected, EnvError> {
+impl Env for CatCaretakerEnv {
+    const NAME: &str = NAME;
+
+    fn config(&self) -> &EnvConfig {
+        &self.config
+    }
+
+    async fn next_item(&self) -> Result<Option<Item>, EnvError> {
+        some_item(&SeedItem {
+            seed: SeedItem::draw(&self.rng),
+        })
+    }
+
+    async fn collect(&self, item: Item, policy: &dyn Policy) -> Result<Collected, EnvError> {
         let SeedItem { seed } = SeedItem::parse(item)?;
         let task = self.data.task(seed);
         let dialogues = self
@@ -224,7 +265,7 @@ impl CatCaretakerEnv {
         Ok(Collected::group(sequences, &self.config, policy))
     }
 
-    async fn evaluate_set(&self, policy: &dyn Policy) -> Result<EvalOutcome, EnvError> {
+    async fn evaluate(&self, policy: &dyn Policy) -> Result<EvalOutcome, EnvError> {
         let mut samples = Vec::new();
         let (mut total, mut solved, mut turns_used) = (0.0, 0usize, 0usize);
         for i in 0..self.settings.eval_size {
@@ -247,35 +288,5 @@ impl CatCaretakerEnv {
             ("eval/n", self.settings.eval_size as f64),
         ]);
         Ok(EvalOutcome { metrics, samples })
-    }
-}
-
-impl Environment for CatCaretakerEnv {
-    fn name(&self) -> String {
-        NAME.to_string()
-    }
-
-    fn config(&self) -> EnvConfig {
-        self.config.clone()
-    }
-
-    fn next_item(&self) -> BoxFuture<'_, Result<Option<Item>, EnvError>> {
-        let seed = SeedItem::draw(&self.rng);
-        futures::future::ready(Ok(Some(json!({ "seed": seed })))).boxed()
-    }
-
-    fn collect<'a>(
-        &'a self,
-        item: Item,
-        policy: &'a dyn Policy,
-    ) -> BoxFuture<'a, Result<Collected, EnvError>> {
-        self.collect_group(item, policy).boxed()
-    }
-
-    fn evaluate<'a>(
-        &'a self,
-        policy: &'a dyn Policy,
-    ) -> BoxFuture<'a, Result<EvalOutcome, EnvError>> {
-        self.evaluate_set(policy).boxed()
     }
 }

@@ -50,8 +50,8 @@ mod tests {
     use proptest::prelude::*;
 
     use super::super::data::CatData;
+    use super::super::verdict::parse_judge_score;
     use super::*;
-    use crate::marketplace::verdict::parse_judge_score;
 
     fn water() -> CatScenario {
         CatData::builtin()

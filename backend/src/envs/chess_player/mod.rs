@@ -11,8 +11,6 @@
 
 use std::sync::Mutex;
 
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use lachesis_chess::agent::PolicyParams;
 use lachesis_chess::judge::{self, JUDGE_DEPTH};
 use lachesis_chess::player::{MoveParseError, parse_move};
@@ -26,9 +24,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{
-    Collected, EnvConfig, EnvError, EnvOptions, Environment, EvalOutcome, Item, ScoredSequence,
-};
+use super::{Collected, Env, EnvConfig, EnvError, EnvOptions, EvalOutcome, Item, ScoredSequence};
 use crate::policy::{Finish, Policy, PolicyRequest};
 
 pub const NAME: &str = "chess_player";
@@ -217,8 +213,24 @@ impl ChessPlayerEnv {
             stop: vec!["\n".into()],
         }
     }
+}
 
-    async fn collect_group(&self, item: Item, policy: &dyn Policy) -> Result<Collected, EnvError> {
+impl Env for ChessPlayerEnv {
+    const NAME: &str = NAME;
+
+    fn config(&self) -> &EnvConfig {
+        &self.config
+    }
+
+    async fn next_item(&self) -> Result<Option<Item>, EnvError> {
+        let position = {
+            let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
+            draw_position(&mut rng, &self.settings)
+        };
+        super::some_item(&position)
+    }
+
+    async fn collect(&self, item: Item, policy: &dyn Policy) -> Result<Collected, EnvError> {
         let position: PositionItem =
             serde_json::from_value(item).map_err(|e| EnvError::InvalidItem(e.to_string()))?;
         let pos =
@@ -259,7 +271,7 @@ impl ChessPlayerEnv {
         Ok(Collected::group(sequences, &self.config, policy))
     }
 
-    async fn evaluate_set(&self, policy: &dyn Policy) -> Result<EvalOutcome, EnvError> {
+    async fn evaluate(&self, policy: &dyn Policy) -> Result<EvalOutcome, EnvError> {
         let (mut legal, mut score_sum) = (0usize, 0.0);
         let mut samples = Vec::new();
         for (id, item) in self.eval_set.iter().enumerate() {
@@ -312,40 +324,6 @@ fn draw_position(rng: &mut StdRng, settings: &Settings) -> PositionItem {
                 history,
             };
         }
-    }
-}
-
-impl Environment for ChessPlayerEnv {
-    fn name(&self) -> String {
-        NAME.to_string()
-    }
-
-    fn config(&self) -> EnvConfig {
-        self.config.clone()
-    }
-
-    fn next_item(&self) -> BoxFuture<'_, Result<Option<Item>, EnvError>> {
-        let position = {
-            let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
-            draw_position(&mut rng, &self.settings)
-        };
-        let item = serde_json::to_value(position).map_err(|e| EnvError::Other(e.to_string()));
-        futures::future::ready(item.map(Some)).boxed()
-    }
-
-    fn collect<'a>(
-        &'a self,
-        item: Item,
-        policy: &'a dyn Policy,
-    ) -> BoxFuture<'a, Result<Collected, EnvError>> {
-        self.collect_group(item, policy).boxed()
-    }
-
-    fn evaluate<'a>(
-        &'a self,
-        policy: &'a dyn Policy,
-    ) -> BoxFuture<'a, Result<EvalOutcome, EnvError>> {
-        self.evaluate_set(policy).boxed()
     }
 }
 

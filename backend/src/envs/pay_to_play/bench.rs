@@ -216,7 +216,7 @@ async fn heard_score(
         .verdict(&market.cards[card].judge, task, answer)
         .await
     {
-        Ok(text) => crate::marketplace::verdict::parse_judge_score(&text).unwrap_or(0.5),
+        Ok(text) => crate::envs::cat_caretaker::verdict::parse_judge_score(&text).unwrap_or(0.5),
         Err(_) => 0.5,
     }
 }

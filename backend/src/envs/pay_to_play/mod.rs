@@ -14,7 +14,6 @@ pub mod prompts;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use futures::FutureExt;
 use futures::future::BoxFuture;
 use lachesis_inference::ChatMessage;
 use lachesis_shared::ledger::{AccountKind, MicroUsdc};
@@ -25,9 +24,10 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::cat_caretaker::data::CatData;
+use super::in_process::{SHOWCASE_PAUSE, Showcase};
 use super::{
-    Collected, EnvConfig, EnvError, EnvOptions, Environment, EvalOutcome, Item, ScoredGroup,
-    ScoredSequence, SeedItem, generation_params, parse_settings,
+    Collected, Env, EnvConfig, EnvError, EnvOptions, EvalOutcome, Item, ScoredGroup,
+    ScoredSequence, SeedItem, generation_params, parse_settings, some_item,
 };
 use crate::ledger::{AccountId, Ledger};
 use crate::marketplace::feed::{self, budget_account};
@@ -397,74 +397,50 @@ fn other(e: impl std::fmt::Display) -> EnvError {
     EnvError::Other(e.to_string())
 }
 
-impl Environment for PayToPlayEnv {
-    fn name(&self) -> String {
-        NAME.to_string()
+impl Env for PayToPlayEnv {
+    const NAME: &str = NAME;
+
+    fn config(&self) -> &EnvConfig {
+        &self.config
     }
 
-    fn config(&self) -> EnvConfig {
-        self.config.clone()
+    async fn setup(&self) -> Result<(), EnvError> {
+        self.budget_account().await.map(|_| ())
     }
 
-    fn setup(&self) -> BoxFuture<'_, Result<(), EnvError>> {
-        async { self.budget_account().await.map(|_| ()) }.boxed()
+    async fn next_item(&self) -> Result<Option<Item>, EnvError> {
+        some_item(&SeedItem {
+            seed: SeedItem::draw(&self.rng),
+        })
     }
 
-    fn next_item(&self) -> BoxFuture<'_, Result<Option<Item>, EnvError>> {
-        let seed = SeedItem::draw(&self.rng);
-        futures::future::ready(Ok(Some(json!({ "seed": seed })))).boxed()
+    async fn collect(&self, item: Item, policy: &dyn Policy) -> Result<Collected, EnvError> {
+        let SeedItem { seed } = SeedItem::parse(item)?;
+        self.episode(seed, policy).await
     }
 
-    fn collect<'a>(
-        &'a self,
-        item: Item,
-        policy: &'a dyn Policy,
-    ) -> BoxFuture<'a, Result<Collected, EnvError>> {
-        async move {
-            let SeedItem { seed } = SeedItem::parse(item)?;
-            self.episode(seed, policy).await
-        }
-        .boxed()
-    }
-
-    fn evaluate<'a>(
-        &'a self,
-        policy: &'a dyn Policy,
-    ) -> BoxFuture<'a, Result<EvalOutcome, EnvError>> {
-        self.evaluate_set(policy).boxed()
+    async fn evaluate(&self, policy: &dyn Policy) -> Result<EvalOutcome, EnvError> {
+        self.evaluate_set(policy).await
     }
 }
 
-/// Pause between showcase episodes (the model's episodes, while no trainer asks for groups).
-const SHOWCASE_PAUSE: Duration = Duration::from_secs(2);
+/// After a skipped episode (a spent budget) the showcase waits this long: a spent budget is shown
+/// once a minute, not every few seconds.
 const SPENT_PAUSE: Duration = Duration::from_secs(60);
 
-/// Runs episodes until shutdown so the marketplace page shows cards chosen, payments made and the
-/// budget falling even before a trainer attaches; the runner sends groups once one does. A failed
-/// setup or episode ends it: its supervisor starts it again after a pause that grows while the
-/// failures go on.
-pub async fn showcase(
-    env: std::sync::Arc<PayToPlayEnv>,
-    policy: std::sync::Arc<dyn Policy>,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
-) -> anyhow::Result<()> {
-    env.setup()
-        .await
-        .map_err(|e| anyhow::anyhow!("pay_to_play showcase could not start: {e}"))?;
-    loop {
-        let seed = SeedItem::draw(&env.rng);
-        let judged = tokio::select! {
-            result = env.episode(seed, policy.as_ref()) => result
-                .map_err(|e| anyhow::anyhow!("pay_to_play showcase episode failed: {e}"))?
-                .group
-                .is_some(),
-            _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
-        };
-        // A spent budget is shown once a minute, not every few seconds.
-        let pause = if judged { SHOWCASE_PAUSE } else { SPENT_PAUSE };
-        tokio::select! {
-            _ = tokio::time::sleep(pause) => {}
-            _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
-        }
+/// Episodes run while no trainer asks for groups, so the marketplace page shows cards chosen,
+/// payments made and the budget falling even before a trainer attaches; the runner sends groups
+/// once one does.
+impl Showcase for PayToPlayEnv {
+    fn prepare(&self) -> BoxFuture<'_, Result<(), EnvError>> {
+        Box::pin(async { self.budget_account().await.map(|_| ()) })
+    }
+
+    fn show_one<'a>(&'a self, policy: &'a dyn Policy) -> BoxFuture<'a, Result<Duration, EnvError>> {
+        Box::pin(async move {
+            let seed = SeedItem::draw(&self.rng);
+            let judged = self.episode(seed, policy).await?.group.is_some();
+            Ok(if judged { SHOWCASE_PAUSE } else { SPENT_PAUSE })
+        })
     }
 }

@@ -4,8 +4,9 @@
 //! shared scorer (`lachesis_shared::spatial::score`), which gives documented partial credit per
 //! goal. Reward: that score, 0 when the actions do not parse.
 //!
-//! Every attempt can be shown live: a [`SceneSink`] (the server's scene streamer) receives the
-//! task, the model's text and the recorded episode.
+//! Every attempt can be shown live: a [`SceneSink`] (the server's scene streamer, when hosted by
+//! `lachesis serve`) receives the task, the model's text and the recorded episode; hosted, the
+//! environment is also a [`Showcase`] that keeps attempting tasks there between groups.
 
 pub mod bench;
 mod eval;
@@ -15,8 +16,8 @@ pub mod physics;
 pub mod solve;
 
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
-use futures::FutureExt;
 use futures::future::BoxFuture;
 use lachesis_inference::ChatMessage;
 use lachesis_shared::spatial::{Recording, Task, Verdict, describe_task, score};
@@ -24,9 +25,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use super::{
-    Collected, EnvConfig, EnvError, EnvOptions, Environment, EvalOutcome, Item, ScoredSequence,
-};
+use super::in_process::{SHOWCASE_PAUSE, Showcase};
+use super::{Collected, Env, EnvConfig, EnvError, EnvOptions, EvalOutcome, Item, ScoredSequence};
 use crate::policy::{Policy, PolicyRequest};
 pub use parse::{ActionError, parse_actions, render_actions};
 
@@ -230,7 +230,7 @@ impl SpatialEnv {
 
     /// One attempt at a fresh training task, only to be shown (nothing is scored for training):
     /// what the live scene plays while no trainer asks for groups. Returns the attempt's score.
-    pub async fn show_one(&self, policy: &dyn Policy) -> Result<f32, EnvError> {
+    async fn show_attempt(&self, policy: &dyn Policy) -> Result<f32, EnvError> {
         let task_ref = self.draw();
         let task = generate::generate(task_ref.seed, task_ref.difficulty);
         let request = self.request(&task, 1, self.config.temperature);
@@ -249,8 +249,20 @@ impl SpatialEnv {
         );
         Ok(verdict.score)
     }
+}
 
-    async fn collect_group(&self, item: Item, policy: &dyn Policy) -> Result<Collected, EnvError> {
+impl Env for SpatialEnv {
+    const NAME: &str = NAME;
+
+    fn config(&self) -> &EnvConfig {
+        &self.config
+    }
+
+    async fn next_item(&self) -> Result<Option<Item>, EnvError> {
+        super::some_item(&self.draw())
+    }
+
+    async fn collect(&self, item: Item, policy: &dyn Policy) -> Result<Collected, EnvError> {
         let task_ref: TaskRef =
             serde_json::from_value(item).map_err(|e| EnvError::InvalidItem(e.to_string()))?;
         if !lachesis_shared::spatial::DIFFICULTIES.contains(&task_ref.difficulty) {
@@ -282,34 +294,20 @@ impl SpatialEnv {
         }
         Ok(Collected::group(sequences, &self.config, policy))
     }
+
+    async fn evaluate(&self, policy: &dyn Policy) -> Result<EvalOutcome, EnvError> {
+        self.evaluate_set(policy).await
+    }
 }
 
-impl Environment for SpatialEnv {
-    fn name(&self) -> String {
-        NAME.to_string()
-    }
-
-    fn config(&self) -> EnvConfig {
-        self.config.clone()
-    }
-
-    fn next_item(&self) -> BoxFuture<'_, Result<Option<Item>, EnvError>> {
-        super::ready_item(&self.draw())
-    }
-
-    fn collect<'a>(
-        &'a self,
-        item: Item,
-        policy: &'a dyn Policy,
-    ) -> BoxFuture<'a, Result<Collected, EnvError>> {
-        self.collect_group(item, policy).boxed()
-    }
-
-    fn evaluate<'a>(
-        &'a self,
-        policy: &'a dyn Policy,
-    ) -> BoxFuture<'a, Result<EvalOutcome, EnvError>> {
-        self.evaluate_set(policy).boxed()
+/// The live scene's showcase: one attempt, then the usual pause.
+impl Showcase for SpatialEnv {
+    fn show_one<'a>(&'a self, policy: &'a dyn Policy) -> BoxFuture<'a, Result<Duration, EnvError>> {
+        Box::pin(async move {
+            let score = self.show_attempt(policy).await?;
+            tracing::debug!(score, "spatial showcase attempt");
+            Ok(SHOWCASE_PAUSE)
+        })
     }
 }
 

@@ -1,5 +1,7 @@
 use super::*;
 use crate::policy::{PolicyError, Rollout};
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use serde_json::json;
 
 /// Answers every prompt with the same texts, in turn.

@@ -1,8 +1,9 @@
-//! A judge card's score, read from its (untrusted) answer: the last `\boxed{...}` outside any
-//! `<think>` block. The seed took the first `\boxed{` anywhere (so a score the judge only
-//! considered while thinking counted), clamped anything numeric into [0, 1] and read 0.0 when it
-//! found nothing, which scored a judge's failure as a terrible answer. Here a missing or unreadable
-//! score is a typed error and the episode leaves that judge out.
+//! A judge's score, read from its (untrusted) answer: the last `\boxed{...}` outside any
+//! `<think>` block. This is the cat caretaker's judging protocol: the rubric writes its verdict in
+//! this form ([`super::rubric`]), model judges are asked for it ([`super::judge`]), and the
+//! marketplace's cards are read by it. A score the judge only considered while thinking is not its
+//! verdict, and a missing or unreadable score is a typed error rather than 0.0, so a judge's
+//! failure is never scored as a terrible answer: whoever asked leaves that judge out.
 
 use std::fmt;
 

@@ -1,0 +1,120 @@
+//! The environments this server hosts (`--env`): each one a runner task posting to the server's
+//! own address, answered by the embedded model in the same process. They register like any worker
+//! and wait for a trainer, then produce groups until the server shuts down; those with a showcase
+//! also keep attempting while no trainer is attached.
+//!
+//! The registry says how each environment is built from what the server lends ([`ServerParts`],
+//! implemented here), so nothing here knows one environment from another. Runners and showcases
+//! are supervised (`crate::supervisor`): one that fails is logged, counted and started again after
+//! a pause, as tasks `env:NAME` and `showcase:NAME`.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::AppState;
+use crate::envs::EnvError;
+use crate::envs::in_process::{EnvSpec, ServerParts, showcase};
+use crate::envs::pay_to_play::Marketplace;
+use crate::envs::registry;
+use crate::envs::runner::{self, RunnerConfig};
+use crate::envs::spatial::SceneSink;
+use crate::marketplace::judges::Judges;
+use crate::policy::{EmbeddedPolicy, Policy};
+use crate::spatial::{LIVE_SCENE, SceneStreamer};
+
+/// What this server lends the environments it hosts.
+struct Parts<'a> {
+    state: &'a AppState,
+    policy: Arc<dyn Policy>,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl ServerParts for Parts<'_> {
+    fn live_scene(&self) -> Arc<dyn SceneSink> {
+        let (streamer, _player) = SceneStreamer::spawn(
+            self.state.db.clone(),
+            LIVE_SCENE.to_string(),
+            self.shutdown.clone(),
+        );
+        streamer
+    }
+
+    fn marketplace(&self) -> Marketplace {
+        let state = self.state;
+        Marketplace {
+            ledger: state.ledger.clone(),
+            settler: state.settler.clone(),
+            // The embedded model runs the model cards; the platform's budget never pays a team's.
+            judges: Judges::new(Some(self.policy.clone()))
+                .platform_cards_only()
+                .with_secrets(state.hosting.secrets_key.clone())
+                .with_limits(state.hosting.judge)
+                .with_probation(state.hosting.probation),
+        }
+    }
+}
+
+/// Starts one supervised runner per spec against `api`, and its showcase when it has one. Fails at
+/// once for unknown environments or when no embedded model is loaded, so a misconfigured server
+/// does not start.
+pub fn spawn(
+    specs: &[EnvSpec],
+    api: &str,
+    api_token: Option<String>,
+    state: &AppState,
+    shutdown: &watch::Receiver<bool>,
+) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    if specs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let engine = state.engine.as_ref().context(
+        "in-process environments (--env) answer with the embedded model: load one with --model",
+    )?;
+    let policy: Arc<dyn Policy> = Arc::new(EmbeddedPolicy::new(engine.clone()));
+    let parts = Parts {
+        state,
+        policy: policy.clone(),
+        shutdown: shutdown.clone(),
+    };
+    let mut handles = Vec::new();
+    for spec in specs {
+        let name = spec.name.clone();
+        let descriptor = registry::find(&name)
+            .ok_or_else(|| EnvError::UnknownEnv { name: name.clone() })
+            .with_context(|| format!("--env {name}"))?;
+        let hosted = descriptor
+            .host(&spec.options, &parts)
+            .with_context(|| format!("--env {name}"))?;
+        if let Some(show) = hosted.showcase {
+            let (policy, stop, shown) = (policy.clone(), shutdown.clone(), name.clone());
+            let task = format!("showcase:{name}");
+            handles.push(state.tasks.spawn(&task, shutdown.clone(), move || {
+                let (show, policy, stop, shown) =
+                    (show.clone(), policy.clone(), stop.clone(), shown.clone());
+                async move { showcase(&shown, show, policy, stop).await }
+            }));
+        }
+        let config = RunnerConfig {
+            api_token: api_token.clone(),
+            // Until the server stops, whatever the trainer's step count.
+            total_steps: Some(0),
+            ..RunnerConfig::default()
+        };
+        let (api, env, policy, stop) =
+            (api.to_owned(), hosted.env, policy.clone(), shutdown.clone());
+        let task = format!("env:{name}");
+        handles.push(state.tasks.spawn(&task, shutdown.clone(), move || {
+            let (api, env, policy) = (api.clone(), env.clone(), policy.clone());
+            let (config, stop, name) = (config.clone(), stop.clone(), name.clone());
+            async move {
+                let report = runner::run(&api, env.as_ref(), policy, config, stop).await?;
+                tracing::info!(env = %name, ?report, "in-process environment stopped");
+                Ok(())
+            }
+        }));
+    }
+    Ok(handles)
+}
