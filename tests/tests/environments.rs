@@ -5,9 +5,13 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use futures::{SinkExt, StreamExt};
 use lachesis_shared::atropos::ScoredData;
+use lachesis_shared::live::{ClientMsg, LiveEvent, ServerMsg, Topic};
+use lachesis_shared::spatial::SceneEvent;
 use lachesis_tests::{TestApp, config_for, fresh_database, lachesis_bin, model_path, registration};
 use serde_json::Value;
+use tokio_tungstenite::tungstenite::Message;
 
 /// A directory under the temp dir, removed when dropped.
 struct TempDir(PathBuf);
@@ -230,4 +234,90 @@ async fn serve_runs_an_environment_in_process() {
         scores.iter().any(|s| *s != scores[0]),
         "equal-score groups are dropped: {scores:?}"
     );
+}
+
+/// The caption of the next episode the live scene starts playing.
+async fn next_caption(
+    ws: &mut tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+) -> String {
+    loop {
+        let frame = tokio::time::timeout(Duration::from_secs(300), ws.next())
+            .await
+            .expect("an episode on the live scene within 5 minutes");
+        let Some(Ok(Message::Text(text))) = frame else {
+            continue;
+        };
+        if let ServerMsg::Event {
+            event: LiveEvent::Scene(scene),
+            ..
+        } = serde_json::from_str(&text).unwrap()
+            && let SceneEvent::Snapshot(snapshot) = *scene
+        {
+            return snapshot.caption;
+        }
+    }
+}
+
+/// `lachesis_showcase_attempts_total` for `env`, 0 before its first attempt.
+async fn showcase_attempts(app: &TestApp, env: &str) -> u64 {
+    let metrics = lachesis_tests::client()
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let series = format!("lachesis_showcase_attempts_total{{env=\"{env}\"}} ");
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(&series))
+        .map_or(0, |value| value.parse().unwrap())
+}
+
+/// What a hosted environment's showcase costs: nothing while nobody watches its page, attempts on
+/// the live scene while someone does, and nothing again once a trainer takes the environment on
+/// (the trainer's own rollouts are what the scene shows then).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_showcase_runs_only_while_watched_and_never_beside_a_trainer() {
+    let mut config = config_for(&fresh_database().await);
+    config.model = Some(model_path());
+    config.envs = vec![r#"spatial:{"group_size": 2, "max_tokens": 24}"#.parse().unwrap()];
+    let app = TestApp::spawn_with(config).await;
+
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        showcase_attempts(&app, "spatial").await,
+        0,
+        "nobody watches"
+    );
+
+    let ws_url = app.url("/ws").replacen("http://", "ws://", 1);
+    let (mut ws, _) = tokio_tungstenite::connect_async(&ws_url)
+        .await
+        .expect("upgrade");
+    let subscribe = ClientMsg::Subscribe {
+        topic: Topic::Scene {
+            scene: "live".into(),
+        },
+    };
+    ws.send(Message::text(serde_json::to_string(&subscribe).unwrap()))
+        .await
+        .unwrap();
+    let caption = next_caption(&mut ws).await;
+    assert!(caption.contains("showcase"), "{caption}");
+    assert!(showcase_attempts(&app, "spatial").await >= 1);
+
+    // A trainer takes the environment on: the scene shows its rollouts, and the showcase stops
+    // though the scene is still watched.
+    app.post("/register", &registration(2)).await;
+    // The trainer's first pull is what lets environments register (atroposlib's `started`).
+    app.get("/batch").await;
+    while !next_caption(&mut ws).await.contains("attempt 1 of 2") {}
+    let attached = showcase_attempts(&app, "spatial").await;
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert_eq!(showcase_attempts(&app, "spatial").await, attached);
+    drop(ws);
 }

@@ -11,12 +11,13 @@
 use std::sync::Arc;
 
 use anyhow::Context;
+use lachesis_shared::live::Topic;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::AppState;
 use crate::envs::EnvError;
-use crate::envs::in_process::{EnvSpec, ServerParts, showcase};
+use crate::envs::in_process::{EnvSpec, LiveScene, ServerParts, Showcase, showcase};
 use crate::envs::pay_to_play::Marketplace;
 use crate::envs::registry;
 use crate::envs::runner::{self, RunnerConfig};
@@ -33,13 +34,19 @@ struct Parts<'a> {
 }
 
 impl ServerParts for Parts<'_> {
-    fn live_scene(&self) -> Arc<dyn SceneSink> {
+    fn live_scene(&self) -> LiveScene {
         let (streamer, _player) = SceneStreamer::spawn(
             self.state.db.clone(),
             LIVE_SCENE.to_string(),
             self.shutdown.clone(),
         );
-        streamer
+        let sink: Arc<dyn SceneSink> = streamer;
+        LiveScene {
+            sink,
+            topic: Topic::Scene {
+                scene: LIVE_SCENE.to_string(),
+            },
+        }
     }
 
     fn marketplace(&self) -> Marketplace {
@@ -88,13 +95,31 @@ pub fn spawn(
         let hosted = descriptor
             .host(&spec.options, &parts)
             .with_context(|| format!("--env {name}"))?;
-        if let Some(show) = hosted.showcase {
-            let (policy, stop, shown) = (policy.clone(), shutdown.clone(), name.clone());
+        // Whether a trainer has taken this environment on; its showcase waits meanwhile.
+        let attached = Arc::new(watch::channel(false).0);
+        if let Some(shown) = hosted.showcase {
+            let wanted = wanted(
+                &state.live,
+                shown.on,
+                attached.subscribe(),
+                shutdown.clone(),
+            );
+            let show: Arc<dyn Showcase> = Arc::new(Counted {
+                show: shown.show,
+                metrics: state.metrics.clone(),
+                env: name.clone(),
+            });
+            let (policy, stop, named) = (policy.clone(), shutdown.clone(), name.clone());
             let task = format!("showcase:{name}");
             handles.push(state.tasks.spawn(&task, shutdown.clone(), move || {
-                let (show, policy, stop, shown) =
-                    (show.clone(), policy.clone(), stop.clone(), shown.clone());
-                async move { showcase(&shown, show, policy, stop).await }
+                let (show, policy, stop, named, wanted) = (
+                    show.clone(),
+                    policy.clone(),
+                    stop.clone(),
+                    named.clone(),
+                    wanted.clone(),
+                );
+                async move { showcase(&named, show, policy, stop, wanted).await }
             }));
         }
         let config = RunnerConfig {
@@ -109,12 +134,66 @@ pub fn spawn(
         handles.push(state.tasks.spawn(&task, shutdown.clone(), move || {
             let (api, env, policy) = (api.clone(), env.clone(), policy.clone());
             let (config, stop, name) = (config.clone(), stop.clone(), name.clone());
+            let attached = attached.clone();
             async move {
-                let report = runner::run(&api, env.as_ref(), policy, config, stop).await?;
+                let report =
+                    runner::run_attached(&api, env.as_ref(), policy, config, stop, &attached)
+                        .await?;
                 tracing::info!(env = %name, ?report, "in-process environment stopped");
                 Ok(())
             }
         }));
     }
     Ok(handles)
+}
+
+/// `true` while someone on this instance watches `topic` and no trainer has taken the environment
+/// on: when its showcase should be attempting. Kept up to date by a task until shutdown.
+fn wanted(
+    hub: &crate::live::Hub,
+    topic: Topic,
+    mut attached: watch::Receiver<bool>,
+    mut shutdown: watch::Receiver<bool>,
+) -> watch::Receiver<bool> {
+    let mut watchers = hub.watched_changed();
+    let hub = hub.clone();
+    let want =
+        move |attached: &watch::Receiver<bool>| hub.is_watched(&topic) && !*attached.borrow();
+    let (sender, wanted) = watch::channel(want(&attached));
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                changed = watchers.changed() => if changed.is_err() { break },
+                changed = attached.changed() => if changed.is_err() { break },
+                _ = shutdown.wait_for(|stop| *stop) => break,
+            }
+            sender.send_if_modified(|current| {
+                let now = want(&attached);
+                std::mem::replace(current, now) != now
+            });
+        }
+    });
+    wanted
+}
+
+/// A showcase whose attempts are counted in `/metrics` (`lachesis_showcase_attempts_total`), so an
+/// operator sees what an idle server spends on them.
+struct Counted {
+    show: Arc<dyn Showcase>,
+    metrics: Arc<crate::metrics::Metrics>,
+    env: String,
+}
+
+impl Showcase for Counted {
+    fn prepare(&self) -> futures::future::BoxFuture<'_, Result<(), EnvError>> {
+        self.show.prepare()
+    }
+
+    fn show_one<'a>(
+        &'a self,
+        policy: &'a dyn Policy,
+    ) -> futures::future::BoxFuture<'a, Result<std::time::Duration, EnvError>> {
+        self.metrics.showcase_attempt(&self.env);
+        self.show.show_one(policy)
+    }
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use lachesis_shared::live::Topic;
 use tokio::sync::watch;
 
 use super::pay_to_play::Marketplace;
@@ -53,18 +54,31 @@ impl std::str::FromStr for EnvSpec {
 /// What the hosting server lends the environments it builds, beyond their options.
 pub trait ServerParts {
     /// A sink that plays episodes on the live scene the browser's viewer watches (`/spatial`).
-    fn live_scene(&self) -> Arc<dyn SceneSink>;
+    fn live_scene(&self) -> LiveScene;
     /// The platform's Pay-to-Play marketplace: its ledger, its settler and judges that hear (and
     /// pay) only the platform's cards, the model answering for model cards.
     fn marketplace(&self) -> Marketplace;
+}
+
+/// The live scene lent to an environment: where its episodes play, and the topic viewers of that
+/// scene subscribe to.
+pub struct LiveScene {
+    pub sink: Arc<dyn SceneSink>,
+    pub topic: Topic,
 }
 
 /// An environment as the server hosts it.
 pub struct Hosted {
     /// What the environment's runner serves to the trajectory API.
     pub env: Arc<dyn Environment>,
-    /// Attempts shown while no trainer asks for groups, so its page is alive from the start.
-    pub showcase: Option<Arc<dyn Showcase>>,
+    /// Attempts shown while no trainer asks for groups and someone watches, so its page is alive.
+    pub showcase: Option<Shown>,
+}
+
+/// A showcase and the live topic its attempts appear on (whose watchers it runs for).
+pub struct Shown {
+    pub show: Arc<dyn Showcase>,
+    pub on: Topic,
 }
 
 impl Hosted {
@@ -76,12 +90,12 @@ impl Hosted {
         }
     }
 
-    /// Served, and also showcased by the same instance (its attempts land where its groups do).
-    pub fn showcased<E: Environment + Showcase + 'static>(env: E) -> Self {
+    /// Served, and also showcased by the same instance while someone watches `on`.
+    pub fn showcased<E: Environment + Showcase + 'static>(env: E, on: Topic) -> Self {
         let env = Arc::new(env);
         Self {
             env: env.clone(),
-            showcase: Some(env),
+            showcase: Some(Shown { show: env, on }),
         }
     }
 }
@@ -100,7 +114,9 @@ pub trait Showcase: Send + Sync {
 
 /// Keeps `show` attempting until shutdown, one attempt at a time with its pause in between, so a
 /// new viewer sees attempts before any trainer is attached (a runner collects groups only once
-/// one has registered). A failed preparation or attempt (the model busy with a trainer's
+/// one has registered). Attempts start only while `wanted` holds `true`: the server says so while
+/// someone watches where the attempts are shown and no trainer has taken the environment on, so
+/// an idle server spends nothing on them and a trainer's rollouts are never slowed by them. A failed preparation or attempt (the model busy with a trainer's
 /// rollouts, the database away) ends it: its supervisor starts it again after a pause that grows
 /// while the failures go on.
 pub async fn showcase(
@@ -108,13 +124,24 @@ pub async fn showcase(
     show: Arc<dyn Showcase>,
     policy: Arc<dyn Policy>,
     mut shutdown: watch::Receiver<bool>,
+    mut wanted: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
+    tokio::select! {
+        // Nothing is prepared (no account opened) for a page nobody has looked at yet.
+        open = wanted.wait_for(|want| *want) => if open.is_err() { return Ok(()) },
+        _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
+    }
     tokio::select! {
         prepared = show.prepare() => prepared
             .map_err(|e| anyhow::anyhow!("{name} showcase could not start: {e}"))?,
         _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
     }
     loop {
+        tokio::select! {
+            // A dropped sender: nothing will want attempts again.
+            open = wanted.wait_for(|want| *want) => if open.is_err() { return Ok(()) },
+            _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
+        }
         let pause = tokio::select! {
             result = show.show_one(policy.as_ref()) => result
                 .map_err(|e| anyhow::anyhow!("{name} showcase attempt failed: {e}"))?,
@@ -182,7 +209,14 @@ mod tests {
     async fn the_showcase_prepares_once_attempts_with_pauses_and_stops_on_shutdown() {
         let show = counting(usize::MAX);
         let (stop, shutdown) = watch::channel(false);
-        let running = tokio::spawn(showcase("demo", show.clone(), Arc::new(Silent), shutdown));
+        let (_want, wanted) = watch::channel(true);
+        let running = tokio::spawn(showcase(
+            "demo",
+            show.clone(),
+            Arc::new(Silent),
+            shutdown,
+            wanted,
+        ));
         // Attempts at 0 s, 5 s and 10 s; the pause after the third is cut short by the shutdown.
         tokio::time::sleep(Duration::from_secs(12)).await;
         stop.send(true).unwrap();
@@ -192,10 +226,43 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn the_showcase_attempts_only_while_wanted() {
+        let show = counting(usize::MAX);
+        let (stop, shutdown) = watch::channel(false);
+        let (want, wanted) = watch::channel(false);
+        let running = tokio::spawn(showcase(
+            "demo",
+            show.clone(),
+            Arc::new(Silent),
+            shutdown,
+            wanted,
+        ));
+        // Nobody watching: an hour passes with nothing prepared and nothing attempted.
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        assert_eq!(show.prepared.load(Ordering::SeqCst), 0);
+        assert_eq!(show.shown.load(Ordering::SeqCst), 0);
+        // Watched from 3600 s: attempts at 3600 s and 3605 s; unwanted at 3607 s, so the one due
+        // at 3610 s waits, and nothing more happens for another hour.
+        want.send_replace(true);
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        want.send_replace(false);
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        assert_eq!(show.prepared.load(Ordering::SeqCst), 1);
+        assert_eq!(show.shown.load(Ordering::SeqCst), 2);
+        // Wanted again: the next attempt starts at once.
+        want.send_replace(true);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(show.shown.load(Ordering::SeqCst), 3);
+        stop.send(true).unwrap();
+        running.await.unwrap().expect("a clean stop");
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_failed_attempt_ends_the_showcase_naming_the_environment() {
         let show = counting(2);
         let (_stop, shutdown) = watch::channel(false);
-        let error = showcase("demo", show.clone(), Arc::new(Silent), shutdown)
+        let (_want, wanted) = watch::channel(true);
+        let error = showcase("demo", show.clone(), Arc::new(Silent), shutdown, wanted)
             .await
             .expect_err("the second attempt fails");
         assert_eq!(

@@ -215,20 +215,26 @@ pub enum EnvError {
 /// An environment, object-safe so runners hold a `&dyn Environment` or `Box<dyn Environment>`.
 /// Environments implement [`Env`]; the blanket impl below boxes its futures.
 pub trait Environment: Send + Sync {
+    /// [`Env::NAME`].
     fn name(&self) -> String;
 
+    /// [`Env::config`].
     fn config(&self) -> EnvConfig;
 
+    /// [`Env::setup`].
     fn setup(&self) -> BoxFuture<'_, Result<(), EnvError>>;
 
+    /// [`Env::next_item`].
     fn next_item(&self) -> BoxFuture<'_, Result<Option<Item>, EnvError>>;
 
+    /// [`Env::collect`].
     fn collect<'a>(
         &'a self,
         item: Item,
         policy: &'a dyn Policy,
     ) -> BoxFuture<'a, Result<Collected, EnvError>>;
 
+    /// [`Env::evaluate`].
     fn evaluate<'a>(
         &'a self,
         policy: &'a dyn Policy,

@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+use lachesis_shared::live::Topic;
+
 use super::in_process::{Hosted, ServerParts};
 use super::{EnvError, EnvOptions, Environment};
 use crate::marketplace::judges::Judges;
@@ -95,7 +97,7 @@ pub const REGISTRY: &[EnvDescriptor] = &[
         // no trainer is attached, so the marketplace page shows a run from the start.
         hosted: Some(|o, parts| {
             let env = super::pay_to_play::PayToPlayEnv::new(o, parts.marketplace())?;
-            Ok(Hosted::showcased(env))
+            Ok(Hosted::showcased(env, Topic::Marketplace))
         }),
     },
     EnvDescriptor {
@@ -108,8 +110,9 @@ pub const REGISTRY: &[EnvDescriptor] = &[
         // Its attempts play on the live scene the browser's viewer watches, and its showcase keeps
         // the model attempting tasks there while no trainer is attached.
         hosted: Some(|o, parts| {
-            let env = super::spatial::SpatialEnv::new(o)?.with_sink(parts.live_scene());
-            Ok(Hosted::showcased(env))
+            let scene = parts.live_scene();
+            let env = super::spatial::SpatialEnv::new(o)?.with_sink(scene.sink);
+            Ok(Hosted::showcased(env, scene.topic))
         }),
     },
 ];
@@ -176,6 +179,7 @@ mod tests {
     use futures::FutureExt;
     use futures::future::BoxFuture;
 
+    use super::super::in_process::LiveScene;
     use super::super::pay_to_play::Marketplace;
     use super::super::spatial::{Episode, SceneSink};
     use crate::policy::{Policy, PolicyError, PolicyRequest, Rollout};
@@ -194,8 +198,13 @@ mod tests {
     struct Parts(Arc<Counting>);
 
     impl ServerParts for Parts {
-        fn live_scene(&self) -> Arc<dyn SceneSink> {
-            self.0.clone()
+        fn live_scene(&self) -> LiveScene {
+            LiveScene {
+                sink: self.0.clone(),
+                topic: Topic::Scene {
+                    scene: "lent".into(),
+                },
+            }
         }
 
         fn marketplace(&self) -> Marketplace {
@@ -247,7 +256,13 @@ mod tests {
             .host(&EnvOptions::default(), &parts)
             .unwrap();
         let showcase = hosted.showcase.expect("spatial is showcased");
-        showcase.show_one(&Unsure).await.expect("an attempt");
+        assert_eq!(
+            showcase.on,
+            Topic::Scene {
+                scene: "lent".into()
+            }
+        );
+        showcase.show.show_one(&Unsure).await.expect("an attempt");
         assert_eq!(parts.0.0.load(Ordering::SeqCst), 1);
     }
 }

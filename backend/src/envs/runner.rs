@@ -131,8 +131,28 @@ pub async fn run(
     env: &dyn Environment,
     policy: Arc<dyn Policy>,
     config: RunnerConfig,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) -> Result<RunReport, RunnerError> {
+    run_attached(api, env, policy, config, shutdown, &watch::channel(false).0).await
+}
+
+/// [`run`], saying in `attached` whether a trainer has taken this environment on: `true` from its
+/// registration until the runner ends, however it ends.
+pub async fn run_attached(
+    api: &str,
+    env: &dyn Environment,
+    policy: Arc<dyn Policy>,
+    config: RunnerConfig,
+    mut shutdown: watch::Receiver<bool>,
+    attached: &watch::Sender<bool>,
+) -> Result<RunReport, RunnerError> {
+    struct Detach<'a>(&'a watch::Sender<bool>);
+    impl Drop for Detach<'_> {
+        fn drop(&mut self) {
+            self.0.send_replace(false);
+        }
+    }
+    let _detach = Detach(attached);
     let client = TrajectoryClient::new(
         api,
         &config.run,
@@ -167,6 +187,7 @@ pub async fn run(
     };
     let env_id = registered.env_id;
     report.env_id = Some(env_id);
+    attached.send_replace(true);
     tracing::info!(env_id, name = %registered.wandb_name, "environment registered");
 
     let mut info = client.info().await?;

@@ -38,6 +38,9 @@ struct Inner {
     next_id: AtomicU64,
     dropped: AtomicU64,
     stop: watch::Sender<bool>,
+    /// Bumped whenever a topic gains its first subscriber or loses its last, for whatever runs
+    /// only while somebody watches (the showcases).
+    watched: watch::Sender<()>,
 }
 
 #[derive(Default)]
@@ -73,6 +76,7 @@ impl Hub {
                 next_id: AtomicU64::new(1),
                 dropped: AtomicU64::new(0),
                 stop: watch::channel(false).0,
+                watched: watch::channel(()).0,
             }),
         }
     }
@@ -159,6 +163,17 @@ impl Hub {
         }
     }
 
+    /// Whether a connection of this instance is subscribed to `topic`.
+    pub fn is_watched(&self, topic: &Topic) -> bool {
+        self.registry().topics.contains_key(topic)
+    }
+
+    /// Changes when a topic gains its first subscriber or loses its last; ask
+    /// [`Hub::is_watched`] which.
+    pub fn watched_changed(&self) -> watch::Receiver<()> {
+        self.inner.watched.subscribe()
+    }
+
     /// Closes every connection (their sockets get a close frame) and stops the bridge.
     pub fn shutdown(&self) {
         self.inner.stop.send_replace(true);
@@ -242,12 +257,15 @@ impl Connection {
         if self.topics.len() >= MAX_SUBSCRIPTIONS {
             return Err(TooManySubscriptions);
         }
-        self.hub
-            .registry_mut()
-            .topics
-            .entry(topic.clone())
-            .or_default()
-            .insert(self.id, self.outbox.clone());
+        let first = {
+            let mut registry = self.hub.registry_mut();
+            let subscribers = registry.topics.entry(topic.clone()).or_default();
+            subscribers.insert(self.id, self.outbox.clone());
+            subscribers.len() == 1
+        };
+        if first {
+            self.hub.inner.watched.send_replace(());
+        }
         self.topics.insert(topic);
         Ok(())
     }
@@ -258,14 +276,22 @@ impl Connection {
         if !self.topics.remove(topic) {
             return;
         }
-        {
+        let last = {
             let mut registry = self.hub.registry_mut();
-            if let Some(subscribers) = registry.topics.get_mut(topic) {
-                subscribers.remove(&self.id);
-                if subscribers.is_empty() {
-                    registry.topics.remove(topic);
+            match registry.topics.get_mut(topic) {
+                Some(subscribers) => {
+                    subscribers.remove(&self.id);
+                    let last = subscribers.is_empty();
+                    if last {
+                        registry.topics.remove(topic);
+                    }
+                    last
                 }
+                None => false,
             }
+        };
+        if last {
+            self.hub.inner.watched.send_replace(());
         }
         self.outbox.purge(topic);
     }
@@ -273,6 +299,7 @@ impl Connection {
 
 impl Drop for Connection {
     fn drop(&mut self) {
+        let mut unwatched = false;
         {
             let mut registry = self.hub.registry_mut();
             for topic in &self.topics {
@@ -280,10 +307,14 @@ impl Drop for Connection {
                     subscribers.remove(&self.id);
                     if subscribers.is_empty() {
                         registry.topics.remove(topic);
+                        unwatched = true;
                     }
                 }
             }
             registry.connections.remove(&self.id);
+        }
+        if unwatched {
+            self.hub.inner.watched.send_replace(());
         }
         self.outbox.close(None);
     }

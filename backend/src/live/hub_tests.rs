@@ -309,3 +309,33 @@ async fn replies_wait_for_room_instead_of_piling_up() {
         .unwrap();
     assert_eq!(outbox.len(), CONTROL_CAPACITY);
 }
+
+#[test]
+fn a_topic_is_watched_from_its_first_subscriber_to_its_last_leaving() {
+    let hub = Hub::new();
+    let mut changed = hub.watched_changed();
+    changed.mark_unchanged();
+    let topic = Topic::Marketplace;
+    assert!(!hub.is_watched(&topic));
+
+    let mut first = hub.connect();
+    first.subscribe(topic.clone()).unwrap();
+    assert!(hub.is_watched(&topic));
+    assert!(changed.has_changed().unwrap());
+    changed.mark_unchanged();
+
+    // A second watcher, and one of another topic, change nothing a showcase waits on.
+    let mut second = hub.connect();
+    second.subscribe(topic.clone()).unwrap();
+    second.subscribe(run("other")).unwrap();
+    second.unsubscribe(&run("other"));
+    changed.mark_unchanged();
+    first.unsubscribe(&topic);
+    assert!(hub.is_watched(&topic));
+    assert!(!changed.has_changed().unwrap());
+
+    // The last one leaving by closing its socket (dropping the connection) is a change.
+    drop(second);
+    assert!(!hub.is_watched(&topic));
+    assert!(changed.has_changed().unwrap());
+}

@@ -31,6 +31,8 @@ struct Inner {
     counters: BTreeMap<(&'static str, String), u64>,
     /// (method, route, status) -> latency histogram
     latency: BTreeMap<(String, String, u16), Histogram>,
+    /// hosted environment -> showcase attempts started
+    showcase_attempts: BTreeMap<String, u64>,
 }
 
 #[derive(Default, Clone)]
@@ -63,6 +65,15 @@ impl Metrics {
 
     pub fn batch_served(&self, run: &str) {
         self.add("lachesis_batches_served_total", run, 1);
+    }
+
+    /// A hosted environment's showcase started an attempt (one completion of the model).
+    pub fn showcase_attempt(&self, env: &str) {
+        let mut inner = self
+            .inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *inner.showcase_attempts.entry(env.to_string()).or_default() += 1;
     }
 
     fn observe(&self, method: &str, route: &str, status: u16, seconds: f64) {
@@ -134,6 +145,14 @@ impl Metrics {
                 "lachesis_buffered_groups{{run=\"{}\"}} {buffered}",
                 escape(run)
             );
+        }
+        let name = "lachesis_showcase_attempts_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Attempts a hosted environment made only to be watched.\n# TYPE {name} counter"
+        );
+        for (env, value) in &inner.showcase_attempts {
+            let _ = writeln!(out, "{name}{{env=\"{}\"}} {value}", escape(env));
         }
         let name = "lachesis_http_request_duration_seconds";
         let _ = writeln!(
