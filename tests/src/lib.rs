@@ -134,6 +134,18 @@ impl TestApp {
         expect_ok(resp).await
     }
 
+    /// The body of a successful GET as text (`/metrics`, exports).
+    pub async fn get_text(&self, path: &str) -> String {
+        let resp = self.client.get(self.url(path)).send().await.expect("GET");
+        let status = resp.status();
+        let text = resp.text().await.expect("a body");
+        assert!(
+            status.is_success(),
+            "expected success, got {status}: {text}"
+        );
+        text
+    }
+
     pub async fn post(&self, path: &str, body: &Value) -> Value {
         let resp = self
             .client

@@ -330,15 +330,7 @@ async fn metrics_count_groups_batches_and_latency() {
     app.post("/scored_data", &group(1, 4, Some(0))).await;
     app.post("/scored_data", &group(2, 2, Some(0))).await;
     app.get("/batch").await;
-    let text = app
-        .client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.get_text("/metrics").await;
     for line in [
         "lachesis_groups_received_total{run=\"default\"} 2",
         "lachesis_groups_buffered_total{run=\"default\"} 1",

@@ -266,15 +266,7 @@ async fn run_totals_equal_the_counted_groups_through_ingest_batches_and_reset() 
     assert_eq!(run["queue_size"], queued);
     assert_eq!(run["last_group_at_ms"], last_ms);
     assert_eq!(app.get("/runs/tally/status").await["queue_size"], queued);
-    let metrics = app
-        .client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.get_text("/metrics").await;
     assert!(
         metrics.contains(&format!("lachesis_queue_depth{{run=\"tally\"}} {queued}")),
         "{metrics}"

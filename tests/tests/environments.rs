@@ -262,14 +262,7 @@ async fn next_caption(
 
 /// `lachesis_showcase_attempts_total` for `env`, 0 before its first attempt.
 async fn showcase_attempts(app: &TestApp, env: &str) -> u64 {
-    let metrics = lachesis_tests::client()
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.get_text("/metrics").await;
     let series = format!("lachesis_showcase_attempts_total{{env=\"{env}\"}} ");
     metrics
         .lines()

@@ -106,15 +106,7 @@ async fn the_viewer_draws_the_scene_a_drag_moves_an_object_and_the_verdict_appea
         "a drag onto the region solves the task: {verdict}"
     );
 
-    let exported = app
-        .client
-        .get(app.url("/api/spatial/demonstrations.jsonl"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let exported = app.get_text("/api/spatial/demonstrations.jsonl").await;
     let line: Value = serde_json::from_str(exported.trim()).expect("one demonstration");
     assert_eq!(line["task_id"], task.id);
     assert!((line["score"].as_f64().unwrap() - score).abs() < 0.01);

@@ -205,11 +205,17 @@ mod tests {
         })
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn the_showcase_prepares_once_attempts_with_pauses_and_stops_on_shutdown() {
-        let show = counting(usize::MAX);
+    /// The showcase loop on `show`, with its shutdown and "wanted" switches.
+    fn start(
+        show: &Arc<Counting>,
+        wanted_at_first: bool,
+    ) -> (
+        watch::Sender<bool>,
+        watch::Sender<bool>,
+        tokio::task::JoinHandle<anyhow::Result<()>>,
+    ) {
         let (stop, shutdown) = watch::channel(false);
-        let (_want, wanted) = watch::channel(true);
+        let (want, wanted) = watch::channel(wanted_at_first);
         let running = tokio::spawn(showcase(
             "demo",
             show.clone(),
@@ -217,6 +223,13 @@ mod tests {
             shutdown,
             wanted,
         ));
+        (stop, want, running)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_showcase_prepares_once_attempts_with_pauses_and_stops_on_shutdown() {
+        let show = counting(usize::MAX);
+        let (stop, _want, running) = start(&show, true);
         // Attempts at 0 s, 5 s and 10 s; the pause after the third is cut short by the shutdown.
         tokio::time::sleep(Duration::from_secs(12)).await;
         stop.send(true).unwrap();
@@ -228,15 +241,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_showcase_attempts_only_while_wanted() {
         let show = counting(usize::MAX);
-        let (stop, shutdown) = watch::channel(false);
-        let (want, wanted) = watch::channel(false);
-        let running = tokio::spawn(showcase(
-            "demo",
-            show.clone(),
-            Arc::new(Silent),
-            shutdown,
-            wanted,
-        ));
+        let (stop, want, running) = start(&show, false);
         // Nobody watching: an hour passes with nothing prepared and nothing attempted.
         tokio::time::sleep(Duration::from_secs(3600)).await;
         assert_eq!(show.prepared.load(Ordering::SeqCst), 0);
