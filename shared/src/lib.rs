@@ -18,3 +18,4 @@ pub mod runs;
 pub mod spatial;
 pub mod status;
 pub mod system;
+pub mod tools;
