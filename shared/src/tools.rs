@@ -249,13 +249,17 @@ pub fn tools_prompt(tools: &[ToolSpec]) -> String {
 /// Checks a call against the offered tools: the tool exists, required arguments are there,
 /// declared arguments have their declared JSON type, and no undeclared argument is passed where
 /// the schema sets `additionalProperties: false`.
-pub fn check_call<'a>(tools: &'a [ToolSpec], call: &ToolCall) -> Result<&'a ToolSpec, ToolCallError> {
-    let tool = tools
-        .iter()
-        .find(|t| t.name == call.name)
-        .ok_or_else(|| ToolCallError::UnknownTool {
-            name: call.name.clone(),
-        })?;
+pub fn check_call<'a>(
+    tools: &'a [ToolSpec],
+    call: &ToolCall,
+) -> Result<&'a ToolSpec, ToolCallError> {
+    let tool =
+        tools
+            .iter()
+            .find(|t| t.name == call.name)
+            .ok_or_else(|| ToolCallError::UnknownTool {
+                name: call.name.clone(),
+            })?;
     let schema = &tool.parameters;
     let properties = schema.get("properties").and_then(Value::as_object);
     if let Some(required) = schema.get("required").and_then(Value::as_array) {

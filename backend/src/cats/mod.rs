@@ -103,6 +103,7 @@ fn caretaker_model(state: &AppState) -> Result<Arc<dyn Policy>, AppError> {
 async fn model_turn(state: &AppState, turns: &[CatTurn]) -> Result<CatTurn, AppError> {
     let model = caretaker_model(state)?;
     let request = PolicyRequest {
+        tools: Vec::new(),
         messages: caretaker_messages(data()?, turns),
         n: 1,
         max_tokens: 64,

@@ -70,6 +70,7 @@ async fn judge_move(
         .map_err(|e| AppError::Internal(format!("engine judge: {e}")))?;
     let (system, user) = judge::verdict_prompt(&pos, m, &facts);
     let request = PolicyRequest {
+        tools: Vec::new(),
         messages: vec![
             ChatMessage {
                 role: "system".into(),

@@ -23,6 +23,7 @@ pub use vllm::VllmPolicy;
 
 use futures::future::BoxFuture;
 use lachesis_inference::ChatMessage;
+use lachesis_shared::tools::ToolSpec;
 use serde::{Deserialize, Serialize};
 
 /// One prompt to complete `n` times.
@@ -34,6 +35,11 @@ pub struct PolicyRequest {
     pub temperature: f32,
     pub top_p: f32,
     pub stop: Vec<String>,
+    /// Tools the model may call; empty for a plain completion. Each policy offers them the way
+    /// its model expects and returns calls in `Rollout::completion` as `<tool_call>` blocks
+    /// (see `lachesis_shared::tools`).
+    #[serde(default)]
+    pub tools: Vec<ToolSpec>,
 }
 
 /// Why a completion ended, as OpenAI and vLLM report it.

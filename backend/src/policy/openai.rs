@@ -296,6 +296,7 @@ mod tests {
 
     fn request() -> PolicyRequest {
         PolicyRequest {
+            tools: Vec::new(),
             messages: vec![ChatMessage::new("user", "Capital of France?")],
             n: 2,
             max_tokens: 8,

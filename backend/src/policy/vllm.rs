@@ -313,6 +313,7 @@ mod tests {
     #[test]
     fn the_request_body_is_the_one_atroposlib_sends() {
         let request = PolicyRequest {
+            tools: Vec::new(),
             messages: vec![ChatMessage::new("user", "hi")],
             n: 4,
             max_tokens: 32,

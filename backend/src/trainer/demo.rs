@@ -66,6 +66,7 @@ impl DigitsEnv {
 
     fn request(&self, digit: u32, n: usize) -> PolicyRequest {
         PolicyRequest {
+            tools: Vec::new(),
             messages: vec![ChatMessage::new("user", digit.to_string())],
             n,
             max_tokens: self.config.max_tokens,

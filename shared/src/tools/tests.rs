@@ -51,12 +51,30 @@ fn each_malformation_has_its_own_error() {
     let cases = [
         ("<tool_call>{\"name\": \"a\"}", ToolCallError::Unclosed),
         ("{\"name\": \"a\"}</tool_call>", ToolCallError::Unopened),
-        ("</tool_call><tool_call>{}</tool_call>", ToolCallError::Unopened),
-        ("<tool_call><tool_call>{\"name\":\"a\"}</tool_call>", ToolCallError::Unclosed),
-        ("<tool_call>{\"arguments\": {}}</tool_call>", ToolCallError::MissingName),
-        ("<tool_call>{\"name\": \" \"}</tool_call>", ToolCallError::MissingName),
-        ("<tool_call>{\"name\": \"a\", \"arguments\": [1]}</tool_call>", ToolCallError::ArgumentsNotObject),
-        ("<tool_call>{\"name\": \"a\", \"arguments\": \"[1]\"}</tool_call>", ToolCallError::ArgumentsNotObject),
+        (
+            "</tool_call><tool_call>{}</tool_call>",
+            ToolCallError::Unopened,
+        ),
+        (
+            "<tool_call><tool_call>{\"name\":\"a\"}</tool_call>",
+            ToolCallError::Unclosed,
+        ),
+        (
+            "<tool_call>{\"arguments\": {}}</tool_call>",
+            ToolCallError::MissingName,
+        ),
+        (
+            "<tool_call>{\"name\": \" \"}</tool_call>",
+            ToolCallError::MissingName,
+        ),
+        (
+            "<tool_call>{\"name\": \"a\", \"arguments\": [1]}</tool_call>",
+            ToolCallError::ArgumentsNotObject,
+        ),
+        (
+            "<tool_call>{\"name\": \"a\", \"arguments\": \"[1]\"}</tool_call>",
+            ToolCallError::ArgumentsNotObject,
+        ),
         (
             "<tool_call>{\"name\": \"a\", \"id\": 1}</tool_call>",
             ToolCallError::UnknownKey { key: "id".into() },
@@ -80,10 +98,15 @@ fn each_malformation_has_its_own_error() {
 fn calls_are_checked_against_the_offered_schema() {
     let tools = [write_file()];
     let ok = call("write_file", json!({"path": "a", "content": "b"}));
-    assert_eq!(check_call(&tools, &ok).map(|t| t.name.as_str()), Ok("write_file"));
+    assert_eq!(
+        check_call(&tools, &ok).map(|t| t.name.as_str()),
+        Ok("write_file")
+    );
     assert_eq!(
         check_call(&tools, &call("delete", json!({}))),
-        Err(ToolCallError::UnknownTool { name: "delete".into() })
+        Err(ToolCallError::UnknownTool {
+            name: "delete".into()
+        })
     );
     assert_eq!(
         check_call(&tools, &call("write_file", json!({"path": "a"}))),
@@ -93,7 +116,10 @@ fn calls_are_checked_against_the_offered_schema() {
         })
     );
     assert_eq!(
-        check_call(&tools, &call("write_file", json!({"path": 3, "content": "b"}))),
+        check_call(
+            &tools,
+            &call("write_file", json!({"path": 3, "content": "b"}))
+        ),
         Err(ToolCallError::WrongType {
             tool: "write_file".into(),
             argument: "path".into(),
@@ -103,7 +129,10 @@ fn calls_are_checked_against_the_offered_schema() {
     assert_eq!(
         check_call(
             &tools,
-            &call("write_file", json!({"path": "a", "content": "b", "mode": 1}))
+            &call(
+                "write_file",
+                json!({"path": "a", "content": "b", "mode": 1})
+            )
         ),
         Err(ToolCallError::UnexpectedArgument {
             tool: "write_file".into(),
@@ -120,7 +149,10 @@ fn the_prompt_lists_every_tool_as_one_json_line() {
         .find(|l| l.contains("write_file"))
         .expect("the tool is listed");
     let parsed: Value = serde_json::from_str(line).expect("one JSON line per tool");
-    assert_eq!(parsed["function"]["parameters"]["required"], json!(["path", "content"]));
+    assert_eq!(
+        parsed["function"]["parameters"]["required"],
+        json!(["path", "content"])
+    );
 }
 
 fn arb_value() -> impl Strategy<Value = Value> {

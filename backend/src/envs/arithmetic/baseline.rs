@@ -159,6 +159,7 @@ mod tests {
 
     fn request(n: usize, max_tokens: usize) -> PolicyRequest {
         PolicyRequest {
+            tools: Vec::new(),
             messages: Problem {
                 a: 12,
                 op: Op::Sub,

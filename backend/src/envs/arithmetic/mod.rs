@@ -265,6 +265,7 @@ impl ArithmeticEnv {
 
     fn request(&self, problem: &Problem, n: usize, temperature: f32) -> PolicyRequest {
         PolicyRequest {
+            tools: Vec::new(),
             messages: problem.messages(self.settings.examples),
             n,
             max_tokens: self.config.max_tokens,

@@ -114,6 +114,7 @@ impl CatCaretakerEnv {
 
     fn request(&self, turns: &[CatTurn], n: usize, temperature: f32) -> PolicyRequest {
         PolicyRequest {
+            tools: Vec::new(),
             messages: caretaker_messages(self.data, turns),
             n,
             max_tokens: self.config.max_tokens,

@@ -46,6 +46,7 @@ pub async fn model_verdict(
     messages: Vec<ChatMessage>,
 ) -> Result<String, ModelVerdictError> {
     let request = PolicyRequest {
+        tools: Vec::new(),
         messages,
         n: 1,
         max_tokens: JUDGE_MAX_TOKENS,

@@ -204,6 +204,7 @@ impl ChessPlayerEnv {
         temperature: f32,
     ) -> PolicyRequest {
         PolicyRequest {
+            tools: Vec::new(),
             messages: item.messages(pos),
             n,
             max_tokens: self.config.max_tokens,

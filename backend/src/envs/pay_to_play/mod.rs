@@ -200,6 +200,7 @@ impl PayToPlayEnv {
             return (bandit(), PanelChoice::Bandit);
         }
         let request = PolicyRequest {
+            tools: Vec::new(),
             messages: prompts::selection_messages(task, market, self.settings.panel, available),
             n: 1,
             max_tokens: 96,
@@ -250,6 +251,7 @@ impl PayToPlayEnv {
             Vec::new()
         } else {
             let request = PolicyRequest {
+                tools: Vec::new(),
                 messages: prompts::answer_messages(&task, available),
                 n: self.config.group_size,
                 max_tokens: self.config.max_tokens,
@@ -363,6 +365,7 @@ impl PayToPlayEnv {
         for i in 0..self.settings.eval_size {
             let task = self.data.task(EVAL_SEED + i as u64);
             let request = PolicyRequest {
+                tools: Vec::new(),
                 messages: prompts::answer_messages(&task, self.budget),
                 n: 1,
                 max_tokens: self.config.max_tokens,

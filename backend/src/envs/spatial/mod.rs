@@ -200,6 +200,7 @@ impl SpatialEnv {
 
     fn request(&self, task: &Task, n: usize, temperature: f32) -> PolicyRequest {
         PolicyRequest {
+            tools: Vec::new(),
             messages: messages(task, self.settings.examples),
             n,
             max_tokens: self.config.max_tokens,
