@@ -18,7 +18,7 @@ mod testing;
 pub use client::{Backoff, ServerPool, ServerPoolConfig, ServerStatus};
 pub use embedded::EmbeddedPolicy;
 pub use openai_policy::OpenAiPolicy;
-pub use rollout::rollout_from_ids;
+pub use rollout::{join_turns, rollout_from_ids};
 pub use vllm::VllmPolicy;
 
 use futures::future::BoxFuture;

@@ -51,6 +51,37 @@ pub fn rollout_from_ids(
     }
 }
 
+/// One training row for a dialogue of several model turns: `earlier` (the dialogue so far, its
+/// model turns trained) followed by `next`, a rollout whose prompt is the whole dialogue rendered
+/// again with what came back in between (tool results, the other side's turns). Those in-between
+/// tokens stay masked like any prompt; `next`'s completion is trained.
+///
+/// `None` when `next`'s prompt does not begin with `earlier`'s tokens (a chat template that
+/// rewrites earlier turns, or a completion that tokenizes differently from how it was sampled):
+/// the caller then trains on `next` alone, which is still correct, only shorter.
+pub fn join_turns(earlier: &Rollout, next: &Rollout) -> Option<Rollout> {
+    let next_prompt_len = next
+        .masks
+        .iter()
+        .position(|&m| m != PROMPT_MASK)
+        .unwrap_or(next.masks.len());
+    if next_prompt_len < earlier.tokens.len() || !next.tokens.starts_with(&earlier.tokens) {
+        return None;
+    }
+    let joined = earlier.tokens.len();
+    let mut masks = earlier.masks.clone();
+    masks.extend_from_slice(&next.masks[joined..]);
+    let mut inference_logprobs = earlier.inference_logprobs.clone();
+    inference_logprobs.extend_from_slice(&next.inference_logprobs[joined..]);
+    Some(Rollout {
+        completion: next.completion.clone(),
+        tokens: next.tokens.clone(),
+        masks,
+        inference_logprobs,
+        finish: next.finish,
+    })
+}
+
 /// A server that returns a different number of completions than asked for has misunderstood the
 /// request (or is not the server we think); the group would be mis-sized for GRPO.
 pub(crate) fn expect_choices(got: usize, wanted: usize) -> Result<(), PolicyError> {
@@ -66,6 +97,38 @@ pub(crate) fn expect_choices(got: usize, wanted: usize) -> Result<(), PolicyErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_second_turn_keeps_the_first_trained_and_masks_what_came_between() {
+        let first = rollout_from_ids(&[1, 2], &[7, 8], &[-0.5, -0.25], "a".into(), Finish::Stop);
+        // The second prompt is the first row, then a tool result (30, 31), then the turn (9).
+        let second = rollout_from_ids(
+            &[1, 2, 7, 8, 30, 31],
+            &[9],
+            &[-2.0],
+            "b".into(),
+            Finish::Stop,
+        );
+        let joined = join_turns(&first, &second).expect("the first row is a prefix");
+        assert_eq!(joined.tokens, [1, 2, 7, 8, 30, 31, 9]);
+        assert_eq!(joined.masks, [-100, -100, 7, 8, -100, -100, 9]);
+        assert_eq!(
+            joined.inference_logprobs,
+            [1.0, 1.0, -0.5, -0.25, 1.0, 1.0, -2.0]
+        );
+        assert_eq!(joined.completion, "b");
+    }
+
+    #[test]
+    fn a_second_prompt_that_rewrote_the_first_turn_is_not_joined() {
+        let first = rollout_from_ids(&[1, 2], &[7, 8], &[-0.5, -0.25], "a".into(), Finish::Stop);
+        let retokenized =
+            rollout_from_ids(&[1, 2, 78, 30], &[9], &[-2.0], "b".into(), Finish::Stop);
+        assert_eq!(join_turns(&first, &retokenized), None);
+        // A prompt shorter than the first row cannot continue it either.
+        let short = rollout_from_ids(&[1], &[2, 7, 8, 9], &[-1.0; 4], "c".into(), Finish::Stop);
+        assert_eq!(join_turns(&first, &short), None);
+    }
 
     #[test]
     fn the_prompt_is_masked_and_the_completion_carries_its_ids_and_logprobs() {
