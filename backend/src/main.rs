@@ -39,6 +39,11 @@ enum Command {
         #[command(subcommand)]
         command: lachesis::chess::cli::ChessCommand,
     },
+    /// MCP tool calling: `solve` plays generated tasks with their plans on the real servers.
+    Mcp {
+        #[command(subcommand)]
+        command: lachesis::envs::mcp_tools::cli::McpCommand,
+    },
     /// GRPO training: `demo` (a tiny model learns a toy task end to end) and `run`.
     Train {
         #[command(subcommand)]
@@ -119,6 +124,7 @@ fn main() -> anyhow::Result<()> {
             }
             Command::Env { command } => lachesis::envs::cli::run(command).await,
             Command::Chess { command } => lachesis::chess::cli::run(command),
+            Command::Mcp { command } => lachesis::envs::mcp_tools::cli::run(command).await,
             Command::Devchain(args) => lachesis::settlement::devchain_cli::run(&args).await,
             Command::Ledger { command } => {
                 if lachesis::ledger::cli::run(command).await? {

@@ -15,6 +15,7 @@ pub mod cli;
 pub mod client;
 pub mod evaluate;
 pub mod in_process;
+pub mod mcp_tools;
 pub mod pacing;
 pub mod pay_to_play;
 pub mod process;

@@ -87,6 +87,15 @@ pub const REGISTRY: &[EnvDescriptor] = &[
         hosted: None,
     },
     EnvDescriptor {
+        name: super::mcp_tools::NAME,
+        description: "Tasks done by calling real MCP servers (filesystem, memory, git, \
+                      everything) over several turns; the reward checks what the tools did, \
+                      less a penalty per wasted call and per malformed call.",
+        needs: ServerNeeds::Nothing,
+        build: Some(|o| Ok(Box::new(super::mcp_tools::McpToolsEnv::new(o)?))),
+        hosted: None,
+    },
+    EnvDescriptor {
         name: super::pay_to_play::NAME,
         description: "The cat caretaker judged by a panel of paid agent cards: the agent picks \
                       judges under a USDC budget, pays them through the ledger and is scored by \
@@ -143,6 +152,7 @@ mod tests {
                 "arithmetic",
                 "cat_caretaker",
                 "chess_player",
+                "mcp_tools",
                 "pay_to_play",
                 "spatial"
             ]

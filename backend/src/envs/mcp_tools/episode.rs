@@ -1,0 +1,222 @@
+//! One multi-turn episode: the model sees the task and the live tools, calls tools over several
+//! turns (each call checked against its schema, run on its server with a timeout, its result
+//! returned as a `tool` message) until it answers without a call; then the outcome is checked
+//! and scored. A malformed turn is told its error and costs a penalty; a server that dies ends
+//! the episode, which is still scored.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use lachesis_inference::ChatMessage;
+use lachesis_shared::tools::{ToolCall, ToolSpec, check_call, parse_assistant_turn};
+use serde::{Deserialize, Serialize};
+
+use super::checks;
+use super::client::McpError;
+use super::sandbox::{Sandbox, ServerKind};
+use super::tasks::Task;
+use crate::envs::EnvError;
+use crate::policy::{Policy, PolicyRequest, Rollout, join_turns};
+
+/// What bounds an episode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeLimits {
+    /// Model turns before the episode ends unanswered.
+    pub max_turns: usize,
+    /// Calls one turn may make.
+    pub max_calls_per_turn: usize,
+    pub call_timeout: Duration,
+    /// A tool result longer than this is cut before the model reads it.
+    pub max_result_chars: usize,
+}
+
+/// Reward shaping: the outcome is worth 1; these are taken off it.
+pub const WASTED_CALL_PENALTY: f64 = 0.1;
+pub const MALFORMED_TURN_PENALTY: f64 = 0.25;
+
+/// What happened to one call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallRecord {
+    pub call: ToolCall,
+    pub server: Option<ServerKind>,
+    /// The text the model was given back.
+    pub result: String,
+    /// The call failed (refused by its schema, an error result, a timeout, a dead server).
+    pub failed: bool,
+}
+
+/// A finished episode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Episode {
+    pub messages: Vec<ChatMessage>,
+    pub tools: Vec<ToolSpec>,
+    pub calls: Vec<CallRecord>,
+    pub answer: Option<String>,
+    pub malformed_turns: usize,
+    pub wasted_calls: usize,
+    /// The server failure that ended the episode early, if one did.
+    pub server_failure: Option<String>,
+    pub solved: bool,
+    pub score: f64,
+    /// The whole dialogue as one training row when the turns join (see `join_turns`), else the
+    /// last turn alone.
+    #[serde(skip)]
+    pub rollout: Option<Rollout>,
+}
+
+const SYSTEM: &str = "You complete tasks with the tools you are given. Paths are relative to \
+your working folder. Call tools until the task is done, then reply briefly without a tool call.";
+
+/// The tools of every connected server, each name routed to the first server offering it.
+async fn offered(
+    sandbox: &mut Sandbox,
+) -> Result<(Vec<ToolSpec>, HashMap<String, ServerKind>), McpError> {
+    let mut tools = Vec::new();
+    let mut route = HashMap::new();
+    for (kind, connection) in &mut sandbox.servers {
+        for tool in connection.tools().await? {
+            if route.insert(tool.name.clone(), *kind).is_none() {
+                tools.push(tool.clone());
+            }
+        }
+    }
+    Ok((tools, route))
+}
+
+/// Plays `task` in `sandbox` with `policy`.
+pub async fn play(
+    task: &Task,
+    sandbox: &mut Sandbox,
+    policy: &dyn Policy,
+    request: &PolicyRequest,
+    limits: &EpisodeLimits,
+) -> Result<Episode, EnvError> {
+    let (tools, route) = offered(sandbox)
+        .await
+        .map_err(|e| EnvError::Other(e.to_string()))?;
+    let mut episode = Episode {
+        messages: vec![
+            ChatMessage::new("system", SYSTEM),
+            ChatMessage::new("user", task.prompt.clone()),
+        ],
+        tools: tools.clone(),
+        calls: Vec::new(),
+        answer: None,
+        malformed_turns: 0,
+        wasted_calls: 0,
+        server_failure: None,
+        solved: false,
+        score: 0.0,
+        rollout: None,
+    };
+    'turns: for _ in 0..limits.max_turns {
+        let turn_request = PolicyRequest {
+            messages: episode.messages.clone(),
+            n: 1,
+            tools: tools.clone(),
+            ..request.clone()
+        };
+        let rollout = policy
+            .complete(turn_request)
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| EnvError::Other("the policy returned no rollout".into()))?;
+        let text = rollout.completion.clone();
+        episode.rollout = Some(match &episode.rollout {
+            Some(earlier) => join_turns(earlier, &rollout).unwrap_or(rollout),
+            None => rollout,
+        });
+        episode
+            .messages
+            .push(ChatMessage::new("assistant", text.clone()));
+        let turn = match parse_assistant_turn(&text, limits.max_calls_per_turn) {
+            Ok(turn) => turn,
+            Err(error) => {
+                episode.malformed_turns += 1;
+                episode.messages.push(ChatMessage::new(
+                    "tool",
+                    format!("Error: {error}. No tool was run."),
+                ));
+                continue;
+            }
+        };
+        if turn.calls.is_empty() {
+            episode.answer = Some(turn.content);
+            break;
+        }
+        for call in turn.calls {
+            let record = run_call(call, &tools, &route, sandbox, limits).await;
+            let gone = record.1;
+            let record = record.0;
+            episode
+                .messages
+                .push(ChatMessage::new("tool", record.result.clone()));
+            episode.calls.push(record);
+            if let Some(failure) = gone {
+                episode.server_failure = Some(failure.to_string());
+                break 'turns;
+            }
+        }
+    }
+    let failed = episode.calls.iter().filter(|c| c.failed).count();
+    let succeeded = episode.calls.len() - failed;
+    episode.wasted_calls = failed + succeeded.saturating_sub(task.plan.len());
+    episode.solved = checks::holds(&task.check, sandbox, episode.answer.as_deref()).await;
+    let outcome = if episode.solved { 1.0 } else { 0.0 };
+    episode.score = (outcome
+        - WASTED_CALL_PENALTY * episode.wasted_calls as f64
+        - MALFORMED_TURN_PENALTY * episode.malformed_turns as f64)
+        .max(-1.0);
+    Ok(episode)
+}
+
+/// Runs one call; the second value is set when its server is gone (the episode ends).
+async fn run_call(
+    call: ToolCall,
+    tools: &[ToolSpec],
+    route: &HashMap<String, ServerKind>,
+    sandbox: &Sandbox,
+    limits: &EpisodeLimits,
+) -> (CallRecord, Option<McpError>) {
+    let refused = |call: ToolCall, server, result: String| CallRecord {
+        call,
+        server,
+        result,
+        failed: true,
+    };
+    if let Err(error) = check_call(tools, &call) {
+        return (refused(call, None, format!("Error: {error}.")), None);
+    }
+    let server = route.get(&call.name).copied();
+    let Some(connection) = server.and_then(|kind| sandbox.server(kind)) else {
+        return (
+            refused(call, server, "Error: no server offers this tool.".into()),
+            None,
+        );
+    };
+    match connection
+        .call(&call.name, call.arguments.clone(), limits.call_timeout)
+        .await
+    {
+        Ok(result) => {
+            let mut text = result.text;
+            if let Some((cut, _)) = text.char_indices().nth(limits.max_result_chars) {
+                text.truncate(cut);
+                text.push_str(" [cut]");
+            }
+            let record = CallRecord {
+                call,
+                server,
+                result: text,
+                failed: result.is_error,
+            };
+            (record, None)
+        }
+        Err(error @ (McpError::ServerGone | McpError::Protocol(_))) => {
+            let text = format!("Error: {error}.");
+            (refused(call, server, text), Some(error))
+        }
+        Err(error) => (refused(call, server, format!("Error: {error}.")), None),
+    }
+}

@@ -1,0 +1,249 @@
+//! `mcp_tools`: the model completes tasks by calling the tools of real MCP servers over several
+//! turns. Each episode gets a fresh sandbox (files, a git repository, a memory graph) and the
+//! reference servers its task needs, started for it alone; tasks are drawn from a seed and the
+//! servers' live tool lists; the reward comes from the outcome (what the tools actually did),
+//! less a penalty per wasted call and per malformed turn.
+
+pub mod checks;
+pub mod cli;
+pub mod client;
+pub mod episode;
+pub mod sandbox;
+pub mod solver;
+pub mod tasks;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use serde::Deserialize;
+use tokio::sync::OnceCell;
+
+use self::episode::{Episode, EpisodeLimits};
+use self::sandbox::{Sandbox, ServerKind, ServerPrograms};
+use self::tasks::{Catalogue, Task};
+use super::{
+    Collected, Env, EnvConfig, EnvError, EnvOptions, EvalOutcome, Item, ScoredSequence, SeedItem,
+    metrics, parse_settings, some_item,
+};
+use crate::policy::{Policy, PolicyRequest};
+
+pub const NAME: &str = "mcp_tools";
+
+/// `settings` keys of `mcp_tools`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpToolsSettings {
+    /// The servers tasks may use (default: all four reference servers).
+    pub servers: Vec<ServerKind>,
+    /// Model turns per episode.
+    pub max_turns: usize,
+    pub max_calls_per_turn: usize,
+    pub call_timeout_ms: u64,
+    /// Starting a server and its handshake.
+    pub connect_timeout_ms: u64,
+    pub max_result_chars: usize,
+    /// Tasks in one `evaluate` pass.
+    pub eval_tasks: usize,
+}
+
+impl Default for McpToolsSettings {
+    fn default() -> Self {
+        Self {
+            servers: ServerKind::ALL.to_vec(),
+            max_turns: 6,
+            max_calls_per_turn: lachesis_shared::tools::DEFAULT_MAX_CALLS_PER_TURN,
+            call_timeout_ms: 10_000,
+            connect_timeout_ms: 30_000,
+            max_result_chars: 4_000,
+            eval_tasks: 20,
+        }
+    }
+}
+
+pub struct McpToolsEnv {
+    config: EnvConfig,
+    settings: McpToolsSettings,
+    programs: ServerPrograms,
+    rng: Mutex<StdRng>,
+    eval_seed: u64,
+    catalogue: OnceCell<Catalogue>,
+}
+
+impl McpToolsEnv {
+    pub fn new(options: &EnvOptions) -> Result<Self, EnvError> {
+        let settings: McpToolsSettings = parse_settings(NAME, options)?;
+        if settings.servers.is_empty() || !(1..=32).contains(&settings.max_turns) {
+            return Err(EnvError::InvalidOption(
+                "mcp_tools needs at least one server and max_turns in 1..=32".into(),
+            ));
+        }
+        let defaults = EnvConfig {
+            group_size: 4,
+            max_tokens: 256,
+            max_token_length: 8192,
+            temperature: 0.7,
+            ..EnvConfig::default()
+        };
+        Ok(Self {
+            config: EnvConfig::from_options(options, defaults)?,
+            settings,
+            programs: ServerPrograms::from_env(),
+            rng: Mutex::new(StdRng::seed_from_u64(options.seed)),
+            eval_seed: options.seed ^ 0xe7a1,
+            catalogue: OnceCell::new(),
+        })
+    }
+
+    /// Where this environment finds the servers (tests point it elsewhere).
+    pub fn with_programs(mut self, programs: ServerPrograms) -> Self {
+        self.programs = programs;
+        self
+    }
+
+    fn limits(&self) -> EpisodeLimits {
+        EpisodeLimits {
+            max_turns: self.settings.max_turns,
+            max_calls_per_turn: self.settings.max_calls_per_turn,
+            call_timeout: Duration::from_millis(self.settings.call_timeout_ms),
+            max_result_chars: self.settings.max_result_chars,
+        }
+    }
+
+    fn connect_timeout(&self) -> Duration {
+        Duration::from_millis(self.settings.connect_timeout_ms)
+    }
+
+    /// The configured servers' tools, discovered once from live servers.
+    pub async fn catalogue(&self) -> Result<Catalogue, EnvError> {
+        self.catalogue
+            .get_or_try_init(|| async {
+                let mut sandbox = Sandbox::open(
+                    &self.programs,
+                    &self.settings.servers,
+                    self.connect_timeout(),
+                )
+                .await
+                .map_err(|e| EnvError::Other(e.to_string()))?;
+                let mut catalogue = Vec::new();
+                for (kind, connection) in &mut sandbox.servers {
+                    let tools = connection
+                        .tools()
+                        .await
+                        .map_err(|e| EnvError::Other(e.to_string()))?;
+                    catalogue.push((*kind, tools.to_vec()));
+                }
+                Ok(catalogue)
+            })
+            .await
+            .cloned()
+    }
+
+    /// The task for `seed`.
+    pub async fn task(&self, seed: u64) -> Result<Task, EnvError> {
+        let catalogue = self.catalogue().await?;
+        tasks::generate(seed, &catalogue)
+            .ok_or_else(|| EnvError::Other("no task template fits the servers' tools".into()))
+    }
+
+    /// One episode of `task` in a fresh sandbox with the servers it needs.
+    pub async fn play(&self, task: &Task, policy: &dyn Policy) -> Result<Episode, EnvError> {
+        let kinds: Vec<ServerKind> = task.servers.iter().copied().collect();
+        let mut sandbox = Sandbox::open(&self.programs, &kinds, self.connect_timeout())
+            .await
+            .map_err(|e| EnvError::Other(e.to_string()))?;
+        for seeded in &task.seeded {
+            tokio::fs::write(sandbox.files().join(&seeded.path), &seeded.content).await?;
+        }
+        let request = self.request();
+        episode::play(task, &mut sandbox, policy, &request, &self.limits()).await
+    }
+
+    fn request(&self) -> PolicyRequest {
+        PolicyRequest {
+            messages: Vec::new(),
+            n: 1,
+            max_tokens: self.config.max_tokens,
+            temperature: self.config.temperature,
+            top_p: self.config.top_p,
+            stop: Vec::new(),
+            tools: Vec::new(),
+        }
+    }
+}
+
+impl Env for McpToolsEnv {
+    const NAME: &'static str = NAME;
+
+    fn config(&self) -> &EnvConfig {
+        &self.config
+    }
+
+    async fn setup(&self) -> Result<(), EnvError> {
+        self.catalogue().await.map(|_| ())
+    }
+
+    async fn next_item(&self) -> Result<Option<Item>, EnvError> {
+        some_item(&SeedItem {
+            seed: SeedItem::draw(&self.rng),
+        })
+    }
+
+    async fn collect(&self, item: Item, policy: &dyn Policy) -> Result<Collected, EnvError> {
+        let task = self.task(SeedItem::parse(item)?.seed).await?;
+        let episodes = futures::future::join_all(
+            (0..self.config.group_size).map(|_| self.play(&task, policy)),
+        )
+        .await;
+        let mut sequences = Vec::new();
+        for episode in episodes {
+            let episode = episode?;
+            let Some(rollout) = episode.rollout else {
+                continue;
+            };
+            sequences.push(ScoredSequence {
+                messages: episode.messages,
+                rollout,
+                score: episode.score,
+                overrides: None,
+            });
+        }
+        Ok(Collected::group(sequences, &self.config, policy))
+    }
+
+    async fn evaluate(&self, policy: &dyn Policy) -> Result<EvalOutcome, EnvError> {
+        let mut samples = Vec::new();
+        let (mut solved, mut score, mut malformed, mut calls) = (0.0, 0.0, 0.0, 0.0);
+        let n = self.settings.eval_tasks.max(1);
+        for i in 0..n as u64 {
+            let task = self.task(self.eval_seed.wrapping_add(i)).await?;
+            let episode = self.play(&task, policy).await?;
+            solved += f64::from(u8::from(episode.solved));
+            score += episode.score;
+            malformed += episode.malformed_turns as f64;
+            calls += episode.calls.len() as f64;
+            samples.push(serde_json::json!({
+                "template": task.template,
+                "prompt": task.prompt,
+                "answer": episode.answer,
+                "calls": episode.calls,
+                "solved": episode.solved,
+                "score": episode.score,
+            }));
+        }
+        let n = n as f64;
+        Ok(EvalOutcome {
+            metrics: metrics(&[
+                ("eval/solved", solved / n),
+                ("eval/mean_score", score / n),
+                ("eval/malformed_turns_per_episode", malformed / n),
+                ("eval/calls_per_episode", calls / n),
+            ]),
+            samples,
+        })
+    }
+}
