@@ -64,7 +64,7 @@ pub struct Episode {
     pub rollout: Option<Rollout>,
 }
 
-const SYSTEM: &str = "You complete tasks with the tools you are given. Paths are relative to \
+pub const SYSTEM: &str = "You complete tasks with the tools you are given. Paths are relative to \
 your working folder. Call tools until the task is done, then reply briefly without a tool call.";
 
 /// The tools of every connected server, each name routed to the first server offering it.

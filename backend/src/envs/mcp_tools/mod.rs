@@ -8,6 +8,7 @@ pub mod checks;
 pub mod cli;
 pub mod client;
 pub mod episode;
+pub mod gold;
 pub mod sandbox;
 pub mod solver;
 pub mod tasks;
@@ -18,6 +19,8 @@ mod tests;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use lachesis_inference::ChatMessage;
+use lachesis_shared::tools::ToolSpec;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde::Deserialize;
@@ -34,10 +37,21 @@ use crate::policy::{Policy, PolicyRequest};
 
 pub const NAME: &str = "mcp_tools";
 
+/// How an item is played.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Multi-turn episodes on live servers, scored by their outcome.
+    Episodes,
+    /// One answer compared with the plan's calls, nothing run (+1/-1; see `gold`).
+    GoldCall,
+}
+
 /// `settings` keys of `mcp_tools`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct McpToolsSettings {
+    pub mode: Mode,
     /// The servers tasks may use (default: all four reference servers).
     pub servers: Vec<ServerKind>,
     /// Model turns per episode.
@@ -54,6 +68,7 @@ pub struct McpToolsSettings {
 impl Default for McpToolsSettings {
     fn default() -> Self {
         Self {
+            mode: Mode::Episodes,
             servers: ServerKind::ALL.to_vec(),
             max_turns: 6,
             max_calls_per_turn: lachesis_shared::tools::DEFAULT_MAX_CALLS_PER_TURN,
@@ -163,6 +178,57 @@ impl McpToolsEnv {
         episode::play(task, &mut sandbox, policy, &request, &self.limits()).await
     }
 
+    /// The tools of the servers `task` uses, as discovered.
+    async fn tools_for(&self, task: &Task) -> Result<Vec<ToolSpec>, EnvError> {
+        Ok(self
+            .catalogue()
+            .await?
+            .into_iter()
+            .filter(|(kind, _)| task.servers.contains(kind))
+            .flat_map(|(_, tools)| tools)
+            .collect())
+    }
+
+    /// One single-turn group scored against the plan's calls; none when every answer scored
+    /// the same (nothing to learn from).
+    async fn collect_gold(&self, task: &Task, policy: &dyn Policy) -> Result<Collected, EnvError> {
+        let messages = vec![
+            ChatMessage::new("system", episode::SYSTEM),
+            ChatMessage::new("user", task.prompt.clone()),
+        ];
+        let request = PolicyRequest {
+            messages: messages.clone(),
+            n: self.config.group_size,
+            tools: self.tools_for(task).await?,
+            ..self.request()
+        };
+        let rollouts = policy.complete(request).await?;
+        let max_calls = self.settings.max_calls_per_turn;
+        let mut scores: Vec<f64> = rollouts
+            .iter()
+            .map(|r| gold::score(&r.completion, &task.plan, max_calls))
+            .collect();
+        let lengths: Vec<usize> = rollouts
+            .iter()
+            .map(|r| {
+                r.masks
+                    .iter()
+                    .filter(|&&m| m != crate::policy::rollout::PROMPT_MASK)
+                    .count()
+            })
+            .collect();
+        gold::prefer_short(&mut scores, &lengths, self.config.max_tokens);
+        if scores.windows(2).all(|w| w[0] == w[1]) {
+            return Ok(Collected::default());
+        }
+        let sequences = rollouts
+            .into_iter()
+            .zip(scores)
+            .map(|(rollout, score)| ScoredSequence::answered(&messages, rollout, score))
+            .collect();
+        Ok(Collected::group(sequences, &self.config, policy))
+    }
+
     fn request(&self) -> PolicyRequest {
         PolicyRequest {
             messages: Vec::new(),
@@ -195,6 +261,9 @@ impl Env for McpToolsEnv {
 
     async fn collect(&self, item: Item, policy: &dyn Policy) -> Result<Collected, EnvError> {
         let task = self.task(SeedItem::parse(item)?.seed).await?;
+        if self.settings.mode == Mode::GoldCall {
+            return self.collect_gold(&task, policy).await;
+        }
         let episodes = futures::future::join_all(
             (0..self.config.group_size).map(|_| self.play(&task, policy)),
         )

@@ -311,3 +311,70 @@ fn numbers_are_read_from_the_ends_of_results() {
     assert_eq!(last_integer("no digits"), None);
     assert_eq!(first_integer("99999999999999999999"), None);
 }
+
+/// Answers a request's `n` completions with `answers`, in order.
+struct Answers(Vec<String>);
+
+impl Policy for Answers {
+    fn name(&self) -> String {
+        "answers".into()
+    }
+
+    fn complete(&self, request: PolicyRequest) -> BoxFuture<'_, Result<Vec<Rollout>, PolicyError>> {
+        let rollouts = self
+            .0
+            .iter()
+            .take(request.n)
+            .map(|text| {
+                let ids: Vec<u32> = text.bytes().map(u32::from).collect();
+                rollout_from_ids(
+                    &[1, 2],
+                    &ids,
+                    &vec![-0.1; ids.len()],
+                    text.clone(),
+                    Finish::Stop,
+                )
+            })
+            .collect();
+        Box::pin(async move { Ok(rollouts) })
+    }
+}
+
+#[tokio::test]
+async fn the_gold_call_mode_scores_answers_against_the_plan_without_running_them() {
+    let mut options = EnvOptions {
+        group_size: Some(2),
+        ..EnvOptions::default()
+    };
+    options.settings.insert("mode".into(), json!("gold_call"));
+    let env = McpToolsEnv::new(&options).expect("gold_call is a mode");
+    let seed = 3;
+    let task = env.task(seed).await.expect("a task");
+    let planned: Vec<String> = task
+        .plan
+        .iter()
+        .map(|c| {
+            lachesis_shared::tools::render_call(&lachesis_shared::tools::ToolCall {
+                name: c.tool.clone(),
+                arguments: c.arguments.clone(),
+            })
+        })
+        .collect();
+    let policy = Answers(vec![planned.join("\n"), "I cannot.".into()]);
+    let item = serde_json::to_value(SeedItem { seed }).unwrap();
+    let collected = Env::collect(&env, item.clone(), &policy)
+        .await
+        .expect("collected");
+    let group = collected.group.expect("the scores differ");
+    assert_eq!(group.scores(), [gold::MATCHED, gold::MISMATCHED]);
+    // The tools offered are the live ones of the task's servers.
+    assert!(
+        group.sequences[0].messages[1]
+            .content
+            .contains(&task.prompt)
+    );
+    // Two answers that both fail teach nothing: no group.
+    let none = Answers(vec!["no".into(), "no".into()]);
+    let collected = Env::collect(&env, item, &none).await.expect("collected");
+    assert!(collected.group.is_none());
+}
