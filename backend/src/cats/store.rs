@@ -1,7 +1,7 @@
 //! The SQL of cat sessions (`cat_sessions`).
 
 use lachesis_shared::cats::{CatRole, CatTurn, CatVerdict};
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 
 /// Why a cat session could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -46,32 +46,31 @@ pub async fn session(
     owner: Option<SessionOwner>,
 ) -> Result<Option<StoredSession>, CatStoreError> {
     let SessionOwner { user, team } = owner.unwrap_or_default();
-    let Some(row) = sqlx::query(
+    let Some(row) = sqlx::query!(
         "SELECT id, role, seed, turns, verdict FROM cat_sessions
          WHERE id = $1 AND ($2 OR (owner_user IS NOT DISTINCT FROM $3
                                    AND owner_team IS NOT DISTINCT FROM $4))",
+        id,
+        owner.is_none(),
+        user,
+        team
     )
-    .bind(id)
-    .bind(owner.is_none())
-    .bind(user)
-    .bind(team)
     .fetch_optional(db)
     .await?
     else {
         return Ok(None);
     };
-    let role: String = row.try_get("role")?;
     Ok(Some(StoredSession {
-        id: row.try_get("id")?,
-        role: if role == "cat" {
+        id: row.id,
+        role: if row.role == "cat" {
             CatRole::Cat
         } else {
             CatRole::Caretaker
         },
-        seed: row.try_get::<i64, _>("seed")? as u64,
-        turns: serde_json::from_value(row.try_get("turns")?).map_err(CatStoreError::Corrupt)?,
+        seed: row.seed as u64,
+        turns: serde_json::from_value(row.turns).map_err(CatStoreError::Corrupt)?,
         verdict: row
-            .try_get::<Option<serde_json::Value>, _>("verdict")?
+            .verdict
             .map(serde_json::from_value)
             .transpose()
             .map_err(CatStoreError::Corrupt)?,

@@ -149,23 +149,18 @@ pub async fn status_points(
     run: &str,
     limit: i64,
 ) -> Result<Vec<RunStatusPoint>, sqlx::Error> {
-    let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
-        "SELECT (extract(epoch FROM at) * 1000)::bigint, step, queue_size FROM run_status_samples
-         WHERE run_id = $1 ORDER BY at DESC LIMIT $2",
+    // The time of a NOT NULL timestamp is never NULL; inference cannot tell.
+    let mut points = sqlx::query_as!(
+        RunStatusPoint,
+        r#"SELECT (extract(epoch FROM at) * 1000)::BIGINT AS "at_ms!", step, queue_size
+           FROM run_status_samples WHERE run_id = $1 ORDER BY at DESC LIMIT $2"#,
+        run,
+        limit
     )
-    .bind(run)
-    .bind(limit)
     .fetch_all(db)
     .await?;
-    Ok(rows
-        .into_iter()
-        .rev()
-        .map(|(at_ms, step, queue_size)| RunStatusPoint {
-            at_ms,
-            step,
-            queue_size,
-        })
-        .collect())
+    points.reverse();
+    Ok(points)
 }
 
 pub async fn trainer_points(
@@ -173,22 +168,23 @@ pub async fn trainer_points(
     run: &str,
     limit: i64,
 ) -> Result<Vec<TrainerPoint>, sqlx::Error> {
-    type TrainerRow = (i64, i64, sqlx::types::Json<BTreeMap<String, f64>>);
-    let rows: Vec<TrainerRow> = sqlx::query_as(
-        "SELECT (extract(epoch FROM at) * 1000)::bigint, step, metrics FROM trainer_metrics
-             WHERE run_id = $1 ORDER BY id DESC LIMIT $2",
+    // The time of a NOT NULL timestamp is never NULL; inference cannot tell.
+    let rows = sqlx::query!(
+        r#"SELECT (extract(epoch FROM at) * 1000)::BIGINT AS "at_ms!", step,
+                  metrics AS "metrics: sqlx::types::Json<BTreeMap<String, f64>>"
+           FROM trainer_metrics WHERE run_id = $1 ORDER BY id DESC LIMIT $2"#,
+        run,
+        limit
     )
-    .bind(run)
-    .bind(limit)
     .fetch_all(db)
     .await?;
     Ok(rows
         .into_iter()
         .rev()
-        .map(|(at_ms, step, values)| TrainerPoint {
-            at_ms,
-            step,
-            values: values.0,
+        .map(|row| TrainerPoint {
+            at_ms: row.at_ms,
+            step: row.step,
+            values: row.metrics.0,
         })
         .collect())
 }

@@ -8,7 +8,7 @@
 
 use lachesis_shared::ledger::{AccountBalance, MicroUsdc, StatementLine};
 use lachesis_shared::marketplace::BudgetPoint;
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::{PgConnection, PgPool};
 
 use super::{AccountId, HoldState, Ledger, LedgerError, balance_from_row};
 
@@ -49,34 +49,32 @@ pub async fn statement_lines(
     account: AccountId,
     before: Option<i64>,
 ) -> Result<Vec<StatementLine>, sqlx::Error> {
-    let rows = sqlx::query(
-        "SELECT t.id, t.kind, t.memo, t.chain_tx, e.amount,
-                to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS at,
-                (SELECT a.name FROM ledger_entries o JOIN ledger_accounts a ON a.id = o.account_id
-                 WHERE o.tx_id = t.id AND o.account_id <> e.account_id LIMIT 1) AS counterparty
-         FROM ledger_entries e JOIN ledger_transactions t ON t.id = e.tx_id
-         WHERE e.account_id = $1 AND ($2::BIGINT IS NULL OR t.id < $2)
-         ORDER BY t.id DESC LIMIT 200",
+    // `to_char` of a NOT NULL timestamp is never NULL; inference cannot tell.
+    let rows = sqlx::query!(
+        r#"SELECT t.id, t.kind, t.memo, t.chain_tx, e.amount,
+                  to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "at!",
+                  (SELECT a.name FROM ledger_entries o JOIN ledger_accounts a ON a.id = o.account_id
+                   WHERE o.tx_id = t.id AND o.account_id <> e.account_id LIMIT 1) AS counterparty
+           FROM ledger_entries e JOIN ledger_transactions t ON t.id = e.tx_id
+           WHERE e.account_id = $1 AND ($2::BIGINT IS NULL OR t.id < $2)
+           ORDER BY t.id DESC LIMIT 200"#,
+        account.0,
+        before
     )
-    .bind(account.0)
-    .bind(before)
     .fetch_all(db)
     .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(StatementLine {
-                tx_id: row.try_get("id")?,
-                kind: row.try_get("kind")?,
-                memo: row.try_get("memo")?,
-                amount: MicroUsdc(row.try_get("amount")?),
-                counterparty: row
-                    .try_get::<Option<String>, _>("counterparty")?
-                    .unwrap_or_default(),
-                chain_tx: row.try_get("chain_tx")?,
-                at: row.try_get("at")?,
-            })
+    Ok(rows
+        .into_iter()
+        .map(|row| StatementLine {
+            tx_id: row.id,
+            kind: row.kind,
+            memo: row.memo,
+            amount: MicroUsdc(row.amount),
+            counterparty: row.counterparty.unwrap_or_default(),
+            chain_tx: row.chain_tx,
+            at: row.at,
         })
-        .collect()
+        .collect())
 }
 
 /// A ledger account's name and on-chain wallet.
@@ -96,19 +94,20 @@ pub async fn account_wallets(
     ids: &[AccountId],
 ) -> Result<Vec<AccountWallet>, sqlx::Error> {
     let ids: Vec<i64> = ids.iter().map(|id| id.0).collect();
-    let rows = sqlx::query("SELECT id, name, wallet FROM ledger_accounts WHERE id = ANY($1)")
-        .bind(ids)
-        .fetch_all(db)
-        .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(AccountWallet {
-                id: AccountId(row.try_get("id")?),
-                name: row.try_get("name")?,
-                wallet: row.try_get("wallet")?,
-            })
+    let rows = sqlx::query!(
+        "SELECT id, name, wallet FROM ledger_accounts WHERE id = ANY($1)",
+        &ids
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| AccountWallet {
+            id: AccountId(row.id),
+            name: row.name,
+            wallet: row.wallet,
         })
-        .collect()
+        .collect())
 }
 
 /// Sets the wallet of the account named `name` (a no-op when there is none): how a dev chain gives
@@ -152,19 +151,20 @@ pub async fn budget_accounts(
     name: Option<&str>,
     teams: Option<Vec<i64>>,
 ) -> Result<Vec<(AccountId, String)>, sqlx::Error> {
-    let rows = sqlx::query(
+    let rows = sqlx::query!(
         "SELECT id, name FROM ledger_accounts
          WHERE kind = 'budget' AND ($1::TEXT IS NULL OR name = $1)
            AND (team_id IS NULL OR $2::BIGINT[] IS NULL OR team_id = ANY($2))
          ORDER BY id",
+        name,
+        teams.as_deref()
     )
-    .bind(name)
-    .bind(teams)
     .fetch_all(db)
     .await?;
-    rows.iter()
-        .map(|r| Ok((AccountId(r.try_get("id")?), r.try_get("name")?)))
-        .collect()
+    Ok(rows
+        .into_iter()
+        .map(|row| (AccountId(row.id), row.name))
+        .collect())
 }
 
 /// A budget's totals: its balance and holds, and what was ever paid into it (`funded`) and out of
@@ -179,21 +179,22 @@ pub struct BudgetTotals {
 
 /// The totals of `account`; `RowNotFound` when there is no such account.
 pub async fn budget_totals(db: &PgPool, account: AccountId) -> Result<BudgetTotals, sqlx::Error> {
-    let row = sqlx::query(
-        "SELECT a.balance, a.held,
-                coalesce(sum(e.amount) FILTER (WHERE e.amount > 0), 0)::BIGINT AS funded,
-                coalesce(-sum(e.amount) FILTER (WHERE e.amount < 0), 0)::BIGINT AS spent
-         FROM ledger_accounts a LEFT JOIN ledger_entries e ON e.account_id = a.id
-         WHERE a.id = $1 GROUP BY a.id",
+    // A coalesce is never NULL; inference cannot tell.
+    let row = sqlx::query!(
+        r#"SELECT a.balance, a.held,
+                  coalesce(sum(e.amount) FILTER (WHERE e.amount > 0), 0)::BIGINT AS "funded!",
+                  coalesce(-sum(e.amount) FILTER (WHERE e.amount < 0), 0)::BIGINT AS "spent!"
+           FROM ledger_accounts a LEFT JOIN ledger_entries e ON e.account_id = a.id
+           WHERE a.id = $1 GROUP BY a.id"#,
+        account.0
     )
-    .bind(account.0)
     .fetch_one(db)
     .await?;
     Ok(BudgetTotals {
-        balance: MicroUsdc(row.try_get("balance")?),
-        held: MicroUsdc(row.try_get("held")?),
-        funded: MicroUsdc(row.try_get("funded")?),
-        spent: MicroUsdc(row.try_get("spent")?),
+        balance: MicroUsdc(row.balance),
+        held: MicroUsdc(row.held),
+        funded: MicroUsdc(row.funded),
+        spent: MicroUsdc(row.spent),
     })
 }
 
@@ -204,28 +205,28 @@ pub async fn budget_history(
     account: AccountId,
     limit: i64,
 ) -> Result<Vec<BudgetPoint>, sqlx::Error> {
-    let rows = sqlx::query(
-        "SELECT at, available FROM (
-             SELECT e.tx_id,
-                    to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS at,
-                    (sum(e.amount) OVER (ORDER BY e.tx_id))::BIGINT AS available
-             FROM ledger_entries e JOIN ledger_transactions t ON t.id = e.tx_id
-             WHERE e.account_id = $1) h
-         ORDER BY tx_id DESC LIMIT $2",
+    // `to_char` of a NOT NULL timestamp is never NULL, nor is a running sum that includes the
+    // row's own NOT NULL amount; inference cannot tell.
+    let rows = sqlx::query!(
+        r#"SELECT at AS "at!", available AS "available!" FROM (
+               SELECT e.tx_id,
+                      to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS at,
+                      (sum(e.amount) OVER (ORDER BY e.tx_id))::BIGINT AS available
+               FROM ledger_entries e JOIN ledger_transactions t ON t.id = e.tx_id
+               WHERE e.account_id = $1) h
+           ORDER BY tx_id DESC LIMIT $2"#,
+        account.0,
+        limit
     )
-    .bind(account.0)
-    .bind(limit)
     .fetch_all(db)
     .await?;
-    let mut points = rows
-        .iter()
-        .map(|r| {
-            Ok(BudgetPoint {
-                at: r.try_get("at")?,
-                available: MicroUsdc(r.try_get("available")?),
-            })
+    let mut points: Vec<BudgetPoint> = rows
+        .into_iter()
+        .map(|row| BudgetPoint {
+            at: row.at,
+            available: MicroUsdc(row.available),
         })
-        .collect::<Result<Vec<_>, sqlx::Error>>()?;
+        .collect();
     points.reverse();
     Ok(points)
 }
@@ -258,23 +259,14 @@ pub struct ChainLeg {
 /// Every entry of every chain-settled transaction, by transaction then amount (the debit first):
 /// what the chain reconciliation checks against the receipts.
 pub async fn chain_legs(db: &PgPool) -> Result<Vec<ChainLeg>, sqlx::Error> {
-    let rows = sqlx::query(
-        "SELECT t.id, t.chain_tx, e.amount, a.wallet FROM ledger_transactions t
+    sqlx::query_as!(
+        ChainLeg,
+        "SELECT t.id AS tx_id, t.chain_tx, e.amount, a.wallet FROM ledger_transactions t
          JOIN ledger_entries e ON e.tx_id = t.id JOIN ledger_accounts a ON a.id = e.account_id
-         WHERE t.settlement = 'chain' ORDER BY t.id, e.amount",
+         WHERE t.settlement = 'chain' ORDER BY t.id, e.amount"
     )
     .fetch_all(db)
-    .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(ChainLeg {
-                tx_id: row.try_get("id")?,
-                chain_tx: row.try_get("chain_tx")?,
-                amount: row.try_get("amount")?,
-                wallet: row.try_get("wallet")?,
-            })
-        })
-        .collect()
+    .await
 }
 
 /// A chain hold whose transfer was submitted but that was never captured.
@@ -293,28 +285,17 @@ pub struct SubmittedChainHold {
 /// The chain holds, held or released, that have a submitted transfer, by id: the chain
 /// reconciliation looks up what became of each transfer.
 pub async fn submitted_chain_holds(db: &PgPool) -> Result<Vec<SubmittedChainHold>, sqlx::Error> {
-    let rows = sqlx::query(
+    sqlx::query_as!(
+        SubmittedChainHold,
         "SELECT h.id, h.state, h.chain_tx, h.amount, pa.wallet AS payer_wallet,
                 pe.wallet AS payee_wallet
          FROM ledger_holds h
          JOIN ledger_accounts pa ON pa.id = h.payer JOIN ledger_accounts pe ON pe.id = h.payee
          WHERE h.settlement = 'chain' AND h.state IN ('held', 'released') AND h.chain_tx IS NOT NULL
-         ORDER BY h.id",
+         ORDER BY h.id"
     )
     .fetch_all(db)
-    .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(SubmittedChainHold {
-                id: row.try_get("id")?,
-                state: row.try_get("state")?,
-                chain_tx: row.try_get("chain_tx")?,
-                amount: row.try_get("amount")?,
-                payer_wallet: row.try_get("payer_wallet")?,
-                payee_wallet: row.try_get("payee_wallet")?,
-            })
-        })
-        .collect()
+    .await
 }
 
 /// A hold's row, as settlement reads it.
@@ -332,26 +313,26 @@ impl Ledger {
     /// Hold `hold` as it stands now (state, submitted transfer, capture, amount): what settlement
     /// reads to finish or replay a payment. `UnknownHold` when there is no such hold.
     pub async fn hold_record(&self, hold: i64) -> Result<HoldRecord, LedgerError> {
-        let row = sqlx::query(
+        let row = sqlx::query!(
             "SELECT state, chain_tx, capture_tx, release_reason, settlement, amount
              FROM ledger_holds WHERE id = $1",
+            hold
         )
-        .bind(hold)
         .fetch_optional(self.pool())
         .await?
         .ok_or(LedgerError::UnknownHold(hold))?;
-        let state = match row.get::<String, _>("state").as_str() {
+        let state = match row.state.as_str() {
             "captured" => HoldState::Captured,
             "released" => HoldState::Released,
             _ => HoldState::Held,
         };
         Ok(HoldRecord {
             state,
-            chain_tx: row.get("chain_tx"),
-            capture_tx: row.get("capture_tx"),
-            release_reason: row.get("release_reason"),
-            on_chain: row.get::<String, _>("settlement") == "chain",
-            amount: row.get("amount"),
+            chain_tx: row.chain_tx,
+            capture_tx: row.capture_tx,
+            release_reason: row.release_reason,
+            on_chain: row.settlement == "chain",
+            amount: row.amount,
         })
     }
 }

@@ -11,7 +11,7 @@ use alloy::signers::SignerSync;
 use alloy::signers::local::PrivateKeySigner;
 use alloy::sol_types::{Eip712Domain, SolCall, SolStruct};
 use lachesis_shared::ledger::MicroUsdc;
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 
 use super::chain::{ChainSettler, IUsdc};
 use super::config::wallet_text;
@@ -101,18 +101,25 @@ impl SignedAuthorization {
 
     /// `transferWithAuthorization(from, to, value, validAfter, validBefore, nonce, v, r, s)`.
     pub fn calldata(&self) -> Vec<u8> {
-        IUsdc::transferWithAuthorizationCall {
-            from: self.from,
-            to: self.to,
-            value: self.value,
-            validAfter: U256::from(self.valid_after),
-            validBefore: U256::from(self.valid_before),
-            nonce: self.nonce,
-            v: self.signature[64],
-            r: B256::from_slice(&self.signature[..32]),
-            s: B256::from_slice(&self.signature[32..64]),
-        }
-        .abi_encode()
+        // The signed message's fields, in the call's order, then the signature split.
+        let m = self.message();
+        let (v, r, s) = (
+            self.signature[64],
+            B256::from_slice(&self.signature[..32]),
+            B256::from_slice(&self.signature[32..64]),
+        );
+        let args = (
+            m.from,
+            m.to,
+            m.value,
+            m.validAfter,
+            m.validBefore,
+            m.nonce,
+            v,
+            r,
+            s,
+        );
+        IUsdc::transferWithAuthorizationCall::new(args).abi_encode()
     }
 }
 
@@ -207,12 +214,13 @@ pub async fn for_hold(
     db: &PgPool,
     hold: i64,
 ) -> Result<Option<RecordedAuthorization>, LedgerError> {
-    let Some(row) = sqlx::query(
-        "SELECT from_wallet, to_wallet, value::text AS value, valid_after, valid_before, nonce,
-                signature, state, tx_hashes
-         FROM chain_authorizations WHERE hold_id = $1",
+    // A cast of a NOT NULL column is never NULL; inference cannot tell.
+    let Some(row) = sqlx::query!(
+        r#"SELECT from_wallet, to_wallet, value::text AS "value!", valid_after, valid_before,
+                  nonce, signature, state, tx_hashes
+           FROM chain_authorizations WHERE hold_id = $1"#,
+        hold
     )
-    .bind(hold)
     .fetch_optional(db)
     .await?
     else {
@@ -223,36 +231,23 @@ pub async fn for_hold(
             "chain_authorizations: bad {what}"
         )))
     };
-    let signature: String = row.try_get("signature")?;
-    let signature: [u8; 65] = alloy::hex::decode(&signature)
+    let signature: [u8; 65] = alloy::hex::decode(&row.signature)
         .ok()
         .and_then(|bytes| bytes.try_into().ok())
         .ok_or_else(|| bad("signature"))?;
     let auth = SignedAuthorization {
-        from: row
-            .try_get::<String, _>("from_wallet")?
-            .parse()
-            .map_err(|_| bad("from"))?,
-        to: row
-            .try_get::<String, _>("to_wallet")?
-            .parse()
-            .map_err(|_| bad("to"))?,
-        value: row
-            .try_get::<String, _>("value")?
-            .parse()
-            .map_err(|_| bad("value"))?,
-        valid_after: row.try_get::<i64, _>("valid_after")? as u64,
-        valid_before: row.try_get::<i64, _>("valid_before")? as u64,
-        nonce: row
-            .try_get::<String, _>("nonce")?
-            .parse()
-            .map_err(|_| bad("nonce"))?,
+        from: row.from_wallet.parse().map_err(|_| bad("from"))?,
+        to: row.to_wallet.parse().map_err(|_| bad("to"))?,
+        value: row.value.parse().map_err(|_| bad("value"))?,
+        valid_after: row.valid_after as u64,
+        valid_before: row.valid_before as u64,
+        nonce: row.nonce.parse().map_err(|_| bad("nonce"))?,
         signature,
     };
     Ok(Some(RecordedAuthorization {
         auth,
-        state: row.try_get("state")?,
-        tx_hashes: row.try_get("tx_hashes")?,
+        state: row.state,
+        tx_hashes: row.tx_hashes,
     }))
 }
 

@@ -19,7 +19,7 @@ use alloy::providers::{DynProvider, Provider, ProviderBuilder};
 use alloy::rpc::types::{TransactionReceipt, TransactionRequest};
 use alloy::sol_types::{SolCall, SolEvent};
 use lachesis_shared::ledger::ReconcileFinding;
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 
 use super::SettleError;
 use super::chain::IUsdc;
@@ -220,19 +220,14 @@ pub async fn reconcile_chain(
     // Each hold's EIP-3009 authorization, if it had one: recorded before its transfer was
     // submitted, so every hold read above with a transfer has its authorization here.
     let hold_ids: Vec<i64> = holds.iter().map(|hold| hold.id).collect();
-    let authorizations: HashMap<i64, (String, String)> = sqlx::query(
+    let authorizations: HashMap<i64, (String, String)> = sqlx::query!(
         "SELECT hold_id, from_wallet, nonce FROM chain_authorizations WHERE hold_id = ANY($1)",
+        &hold_ids
     )
-    .bind(hold_ids)
     .fetch_all(db)
     .await?
-    .iter()
-    .map(|row| {
-        (
-            row.get("hold_id"),
-            (row.get("from_wallet"), row.get("nonce")),
-        )
-    })
+    .into_iter()
+    .map(|row| (row.hold_id, (row.from_wallet, row.nonce)))
     .collect();
     for hold in holds {
         let id = hold.id;
@@ -278,20 +273,21 @@ pub async fn reconcile_chain(
         }
     }
 
-    let baselines = sqlx::query(
-        "SELECT wallet, block_number, balance::text AS balance FROM chain_wallet_baselines
-         WHERE chain_id = $1 AND token = $2 ORDER BY wallet",
+    // A cast of a NOT NULL column is never NULL; inference cannot tell.
+    let baselines = sqlx::query!(
+        r#"SELECT wallet, block_number, balance::text AS "balance!" FROM chain_wallet_baselines
+           WHERE chain_id = $1 AND token = $2 ORDER BY wallet"#,
+        chain_id as i64,
+        wallet_text(token)
     )
-    .bind(chain_id as i64)
-    .bind(wallet_text(token))
     .fetch_all(db)
     .await?;
     let check = CHAIN_CHECKS[2].0;
     let mut baselined = Vec::new();
     for row in baselines {
-        let wallet: Address = row.get::<String, _>("wallet").parse()?;
-        let since = row.get::<i64, _>("block_number") as u64;
-        let start: U256 = row.get::<String, _>("balance").parse()?;
+        let wallet: Address = row.wallet.parse()?;
+        let since = row.block_number as u64;
+        let start: U256 = row.balance.parse()?;
         let now = balance_at(&provider, token, wallet, block).await?;
         let expected: I256 = deltas
             .get(&wallet)

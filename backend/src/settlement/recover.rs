@@ -16,7 +16,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use alloy::primitives::{Address, B256};
 use alloy::providers::Provider;
 use lachesis_shared::ledger::MicroUsdc;
-use sqlx::Row;
 
 use super::SettleError;
 use super::chain::{ChainSettler, IUsdc};
@@ -143,10 +142,10 @@ impl ChainSettler {
                 .resolve_authorization(ledger, hold, amount, recorded)
                 .await;
         }
-        let transfer = sqlx::query(
+        let transfer = sqlx::query!(
             "SELECT sender, nonce, tx_hash, raw_tx FROM chain_transfers WHERE hold_id = $1",
+            hold
         )
-        .bind(hold)
         .fetch_optional(ledger.pool())
         .await
         .map_err(LedgerError::from)?;
@@ -159,17 +158,10 @@ impl ChainSettler {
         let bad = |what: &str| {
             SettleError::Rpc(format!("chain_transfers row of hold {hold}: bad {what}"))
         };
-        let sender: Address = transfer
-            .get::<String, _>("sender")
-            .parse()
-            .map_err(|_| bad("sender"))?;
-        let nonce = transfer.get::<i64, _>("nonce") as u64;
-        let hash: B256 = transfer
-            .get::<String, _>("tx_hash")
-            .parse()
-            .map_err(|_| bad("hash"))?;
-        let raw =
-            alloy::hex::decode(transfer.get::<String, _>("raw_tx")).map_err(|_| bad("raw tx"))?;
+        let sender: Address = transfer.sender.parse().map_err(|_| bad("sender"))?;
+        let nonce = transfer.nonce as u64;
+        let hash: B256 = transfer.tx_hash.parse().map_err(|_| bad("hash"))?;
+        let raw = alloy::hex::decode(transfer.raw_tx).map_err(|_| bad("raw tx"))?;
 
         if let Some(resolution) = self.by_receipt(ledger, hold, hash).await? {
             return Ok(resolution);

@@ -3,7 +3,7 @@
 
 use lachesis_shared::atropos::{EnvRegistered, RegisterEnv, Registration, StatusEnv};
 use lachesis_shared::runs::{GroupSummary, TrainerPoint, TrainerReport};
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::{PgConnection, PgPool};
 
 use super::canonical::CheckedGroup;
 use super::error::ApiError;
@@ -304,57 +304,47 @@ async fn buffer_group(
 
 /// `/status`: the step and the number of queued groups.
 pub async fn status(db: &PgPool, run: &str) -> Result<(i64, i64), ApiError> {
-    let row = sqlx::query(
-        "SELECT current_step,
-                coalesce((SELECT queued FROM run_totals WHERE run_id = $1), 0) AS queued
-         FROM runs WHERE id = $1",
+    // A coalesce is never NULL; inference cannot tell.
+    let row = sqlx::query!(
+        r#"SELECT current_step,
+                  coalesce((SELECT queued FROM run_totals WHERE run_id = $1), 0) AS "queued!"
+           FROM runs WHERE id = $1"#,
+        run
     )
-    .bind(run)
     .fetch_one(db)
     .await?;
-    Ok((row.get("current_step"), row.get("queued")))
+    Ok((row.current_step, row.queued))
 }
 
 /// `/status-env`, which also raises the env's group size to the largest it has queued.
 pub async fn status_env(db: &PgPool, run: &str, env_id: i64) -> Result<StatusEnv, ApiError> {
     let mut conn = db.acquire().await?;
     let run_row = load_run(&mut conn, run, false).await?;
-    let envs: Vec<EnvFigures> = sqlx::query(
-        "SELECT env_id, max_context_len, weight, group_size, min_batch_allocation, connected
-         FROM envs WHERE run_id = $1 ORDER BY env_id",
+    // A widened NOT NULL column is never NULL; inference cannot tell.
+    let envs = sqlx::query_as!(
+        EnvFigures,
+        r#"SELECT env_id::BIGINT AS "env_id!", max_context_len, weight, group_size,
+                  min_batch_allocation, connected
+           FROM envs WHERE run_id = $1 ORDER BY env_id"#,
+        run
     )
-    .bind(run)
     .fetch_all(&mut *conn)
-    .await?
-    .into_iter()
-    .map(|r| EnvFigures {
-        env_id: i64::from(r.get::<i32, _>("env_id")),
-        max_context_len: r.get("max_context_len"),
-        weight: r.get("weight"),
-        group_size: r.get("group_size"),
-        min_batch_allocation: r.get("min_batch_allocation"),
-        connected: r.get("connected"),
-    })
-    .collect();
+    .await?;
     let env = envs
         .iter()
         .find(|e| e.env_id == env_id)
         .cloned()
         .ok_or(ApiError::UnknownEnv(env_id))?;
-    let queue: Vec<QueuedByEnv> = sqlx::query(
-        "SELECT env_id, sum(n_seqs)::bigint AS sequences, max(n_seqs)::bigint AS largest
-         FROM groups WHERE run_id = $1 AND state = 'queued' GROUP BY env_id",
+    // The sum and the largest of a group's NOT NULL sizes are never NULL (a group has a row);
+    // inference cannot tell.
+    let queue = sqlx::query_as!(
+        QueuedByEnv,
+        r#"SELECT env_id, sum(n_seqs)::BIGINT AS "sequences!", max(n_seqs)::BIGINT AS "largest_group!"
+           FROM groups WHERE run_id = $1 AND state = 'queued' GROUP BY env_id"#,
+        run
     )
-    .bind(run)
     .fetch_all(&mut *conn)
-    .await?
-    .into_iter()
-    .map(|r| QueuedByEnv {
-        env_id: r.get("env_id"),
-        sequences: r.get("sequences"),
-        largest_group: r.get("largest"),
-    })
-    .collect();
+    .await?;
     let batch_size = if run_row.registered {
         run_row.batch_size
     } else {

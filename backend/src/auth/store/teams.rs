@@ -119,31 +119,42 @@ pub async fn create_team(
     Ok(id)
 }
 
-pub async fn memberships(db: &PgPool, user: i64) -> Result<Vec<Membership>, sqlx::Error> {
-    let rows: Vec<(String, String)> = sqlx::query_as(
-        "SELECT t.name, m.role FROM memberships m JOIN teams t ON t.id = m.team_id
-         WHERE m.user_id = $1 ORDER BY lower(t.name)",
+/// The memberships of `user` (by team name) or of `team` (by username), whichever is given:
+/// (team name, username, role); a role this code does not know is left out.
+async fn membership_rows(
+    db: &PgPool,
+    user: Option<i64>,
+    team: Option<i64>,
+) -> Result<Vec<(String, String, Role)>, sqlx::Error> {
+    let rows = sqlx::query!(
+        "SELECT t.name AS team, u.username, m.role
+         FROM memberships m JOIN teams t ON t.id = m.team_id JOIN users u ON u.id = m.user_id
+         WHERE m.user_id = $1 OR m.team_id = $2
+         ORDER BY lower(CASE WHEN $1::BIGINT IS NULL THEN u.username ELSE t.name END)",
+        user,
+        team
     )
-    .bind(user)
     .fetch_all(db)
     .await?;
     Ok(rows
         .into_iter()
-        .filter_map(|(team, role)| Role::parse(&role).map(|role| Membership { team, role }))
+        .filter_map(|row| Role::parse(&row.role).map(|role| (row.team, row.username, role)))
+        .collect())
+}
+
+pub async fn memberships(db: &PgPool, user: i64) -> Result<Vec<Membership>, sqlx::Error> {
+    let rows = membership_rows(db, Some(user), None).await?;
+    Ok(rows
+        .into_iter()
+        .map(|(team, _, role)| Membership { team, role })
         .collect())
 }
 
 pub async fn members(db: &PgPool, team: i64) -> Result<Vec<Member>, sqlx::Error> {
-    let rows: Vec<(String, String)> = sqlx::query_as(
-        "SELECT u.username, m.role FROM memberships m JOIN users u ON u.id = m.user_id
-         WHERE m.team_id = $1 ORDER BY lower(u.username)",
-    )
-    .bind(team)
-    .fetch_all(db)
-    .await?;
+    let rows = membership_rows(db, None, Some(team)).await?;
     Ok(rows
         .into_iter()
-        .filter_map(|(username, role)| Role::parse(&role).map(|role| Member { username, role }))
+        .map(|(_, username, role)| Member { username, role })
         .collect())
 }
 

@@ -3,7 +3,7 @@
 
 use lachesis_shared::ledger::MicroUsdc;
 use lachesis_shared::marketplace::{AgentCard, CardStats, JudgeBackend};
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::{PgConnection, PgPool};
 
 /// A platform card's fields as stored (the built-in ones and the operator's).
 pub struct PlatformCardRow<'a, S> {
@@ -21,19 +21,7 @@ pub async fn insert_builtin(
     db: &PgPool,
     card: PlatformCardRow<'_, &str>,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "INSERT INTO agent_cards (slug, name, description, specialties, price, account_id, judge)
-         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (slug) DO NOTHING",
-    )
-    .bind(card.slug)
-    .bind(card.name)
-    .bind(card.description)
-    .bind(card.specialties)
-    .bind(card.price)
-    .bind(card.account)
-    .bind(card.judge)
-    .execute(db)
-    .await?;
+    write_platform_card(db, card, true, false).await?;
     Ok(())
 }
 
@@ -44,7 +32,19 @@ pub async fn upsert_operator_card(
     card: PlatformCardRow<'_, String>,
     listed: bool,
 ) -> Result<bool, sqlx::Error> {
-    let written = sqlx::query(
+    write_platform_card(db, card, listed, true).await
+}
+
+/// Inserts a platform card; a card of that slug is brought up to date only with `replace` and
+/// only when it is the platform's (no team owns it). `true` when a row was written.
+async fn write_platform_card<S: AsRef<str>>(
+    db: &PgPool,
+    card: PlatformCardRow<'_, S>,
+    listed: bool,
+    replace: bool,
+) -> Result<bool, sqlx::Error> {
+    let specialties: Vec<&str> = card.specialties.iter().map(AsRef::as_ref).collect();
+    let written = sqlx::query!(
         "INSERT INTO agent_cards (slug, name, description, specialties, price, account_id,
                                   judge, listed)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
@@ -52,34 +52,21 @@ pub async fn upsert_operator_card(
              SET name = excluded.name, description = excluded.description,
                  specialties = excluded.specialties, price = excluded.price,
                  judge = excluded.judge, listed = excluded.listed
-             WHERE agent_cards.owner_team IS NULL",
+             WHERE $9 AND agent_cards.owner_team IS NULL",
+        card.slug,
+        card.name,
+        card.description,
+        &specialties as &[&str],
+        card.price,
+        card.account,
+        card.judge,
+        listed,
+        replace
     )
-    .bind(card.slug)
-    .bind(card.name)
-    .bind(card.description)
-    .bind(card.specialties)
-    .bind(card.price)
-    .bind(card.account)
-    .bind(card.judge)
-    .bind(listed)
     .execute(db)
     .await?;
     Ok(written.rows_affected() > 0)
 }
-
-const CARD_QUERY: &str = "
-    SELECT c.id, c.slug, c.name, c.description, c.specialties, c.price, t.name AS team,
-           c.owner_team, c.owner_wallet, c.judge, c.listed, c.judge_key IS NOT NULL AS has_key,
-           count(e.id) AS evaluations, avg(e.score) AS mean_score,
-           avg(CASE WHEN e.score IS NULL THEN 0 ELSE 1 - abs(e.score - e.consensus) END)
-               AS agreement,
-           avg(e.score - e.consensus) AS bias,
-           coalesce(sum(e.price), 0)::BIGINT AS spent,
-           sum(CASE WHEN e.score IS NULL THEN 0 ELSE 1 - abs(e.score - e.consensus) END)
-               AS useful
-    FROM agent_cards c
-    LEFT JOIN teams t ON t.id = c.owner_team
-    LEFT JOIN card_evaluations e ON e.card_id = c.id";
 
 /// A card with its id and owning team.
 pub struct StoredCard {
@@ -88,65 +75,110 @@ pub struct StoredCard {
     pub card: AgentCard,
 }
 
+/// A card's row with its evaluations' totals, as [`cards`] selects it.
+struct CardRecord {
+    id: i64,
+    slug: String,
+    name: String,
+    description: String,
+    specialties: Vec<String>,
+    price: i64,
+    team: Option<String>,
+    owner_team: Option<i64>,
+    owner_wallet: Option<String>,
+    judge: serde_json::Value,
+    listed: bool,
+    has_key: bool,
+    evaluations: i64,
+    mean_score: Option<f64>,
+    agreement: Option<f64>,
+    bias: Option<f64>,
+    spent: i64,
+    useful: Option<f64>,
+}
+
 /// A stored judge that does not parse is a decode error.
-fn card_from_row(row: &sqlx::postgres::PgRow) -> Result<StoredCard, sqlx::Error> {
-    let judge: serde_json::Value = row.try_get("judge")?;
-    let judge: JudgeBackend = serde_json::from_value(judge)
-        .map_err(|e| sqlx::Error::Decode(format!("stored judge does not parse: {e}").into()))?;
-    let spent: i64 = row.try_get("spent")?;
-    let useful: Option<f64> = row.try_get("useful")?;
-    let cost_per_useful = useful
-        .filter(|u| *u > 0.0)
-        .map(|u| MicroUsdc((spent as f64 / u).round() as i64));
-    let card = AgentCard {
-        slug: row.try_get("slug")?,
-        name: row.try_get("name")?,
-        description: row.try_get("description")?,
-        specialties: row.try_get("specialties")?,
-        price: MicroUsdc(row.try_get("price")?),
-        owner_team: row.try_get("team")?,
-        owner_wallet: row.try_get("owner_wallet")?,
-        judge,
-        has_api_key: row.try_get("has_key")?,
-        listed: row.try_get("listed")?,
-        stats: CardStats {
-            evaluations: row.try_get("evaluations")?,
-            mean_score: row.try_get("mean_score")?,
-            agreement: row.try_get("agreement")?,
-            bias: row.try_get("bias")?,
-            cost_per_useful,
-            earned: MicroUsdc(spent),
-        },
-    };
-    Ok(StoredCard {
-        id: row.try_get("id")?,
-        owner_team: row.try_get("owner_team")?,
-        card,
-    })
+impl TryFrom<CardRecord> for StoredCard {
+    type Error = sqlx::Error;
+
+    fn try_from(row: CardRecord) -> Result<Self, sqlx::Error> {
+        let judge: JudgeBackend = serde_json::from_value(row.judge)
+            .map_err(|e| sqlx::Error::Decode(format!("stored judge does not parse: {e}").into()))?;
+        let cost_per_useful = row
+            .useful
+            .filter(|u| *u > 0.0)
+            .map(|u| MicroUsdc((row.spent as f64 / u).round() as i64));
+        let card = AgentCard {
+            slug: row.slug,
+            name: row.name,
+            description: row.description,
+            specialties: row.specialties,
+            price: MicroUsdc(row.price),
+            owner_team: row.team,
+            owner_wallet: row.owner_wallet,
+            judge,
+            has_api_key: row.has_key,
+            listed: row.listed,
+            stats: CardStats {
+                evaluations: row.evaluations,
+                mean_score: row.mean_score,
+                agreement: row.agreement,
+                bias: row.bias,
+                cost_per_useful,
+                earned: MicroUsdc(row.spent),
+            },
+        };
+        Ok(StoredCard {
+            id: row.id,
+            owner_team: row.owner_team,
+            card,
+        })
+    }
+}
+
+/// The card `slug` when given, else every card (unlisted ones only with `include_unlisted`);
+/// cheapest first.
+async fn cards(
+    db: &PgPool,
+    slug: Option<&str>,
+    include_unlisted: bool,
+) -> Result<Vec<StoredCard>, sqlx::Error> {
+    // The aggregates' nullability is not inferred: a count and a coalesce are never NULL, and
+    // the team's name is NULL for the platform's cards (the LEFT JOIN).
+    let rows = sqlx::query_as!(
+        CardRecord,
+        r#"SELECT c.id, c.slug, c.name, c.description, c.specialties, c.price,
+                  t.name AS "team?", c.owner_team, c.owner_wallet, c.judge, c.listed,
+                  c.judge_key IS NOT NULL AS "has_key!",
+                  count(e.id) AS "evaluations!", avg(e.score) AS mean_score,
+                  avg(CASE WHEN e.score IS NULL THEN 0 ELSE 1 - abs(e.score - e.consensus) END)
+                      AS agreement,
+                  avg(e.score - e.consensus) AS bias,
+                  coalesce(sum(e.price), 0)::BIGINT AS "spent!",
+                  sum(CASE WHEN e.score IS NULL THEN 0 ELSE 1 - abs(e.score - e.consensus) END)
+                      AS useful
+           FROM agent_cards c
+           LEFT JOIN teams t ON t.id = c.owner_team
+           LEFT JOIN card_evaluations e ON e.card_id = c.id
+           WHERE CASE WHEN $1::TEXT IS NULL THEN c.listed OR $2 ELSE c.slug = $1 END
+           GROUP BY c.id, t.name ORDER BY c.price, c.slug"#,
+        slug,
+        include_unlisted
+    )
+    .fetch_all(db)
+    .await?;
+    rows.into_iter().map(StoredCard::try_from).collect()
 }
 
 /// Every card (unlisted ones only with `include_unlisted`), cheapest first.
 pub async fn list(db: &PgPool, include_unlisted: bool) -> Result<Vec<AgentCard>, sqlx::Error> {
-    let rows = sqlx::query(&format!(
-        "{CARD_QUERY} WHERE c.listed OR $1 GROUP BY c.id, t.name ORDER BY c.price, c.slug"
-    ))
-    .bind(include_unlisted)
-    .fetch_all(db)
-    .await?;
-    rows.iter()
-        .map(|row| Ok(card_from_row(row)?.card))
-        .collect()
+    let cards = cards(db, None, include_unlisted).await?;
+    Ok(cards.into_iter().map(|stored| stored.card).collect())
 }
 
 /// The card `slug`, if there is one.
 pub async fn find(db: &PgPool, slug: &str) -> Result<Option<StoredCard>, sqlx::Error> {
-    let row = sqlx::query(&format!(
-        "{CARD_QUERY} WHERE c.slug = $1 GROUP BY c.id, t.name"
-    ))
-    .bind(slug)
-    .fetch_optional(db)
-    .await?;
-    row.as_ref().map(card_from_row).transpose()
+    Ok(cards(db, Some(slug), true).await?.into_iter().next())
 }
 
 /// A team's new card as stored, its fields already checked.
@@ -279,35 +311,18 @@ pub struct ListedCard {
 
 /// Every listed card with its record, by id.
 pub async fn listed_cards(db: &PgPool) -> Result<Vec<ListedCard>, sqlx::Error> {
-    let rows = sqlx::query(
-        "SELECT c.id, c.slug, c.name, c.specialties, c.price, c.account_id, c.judge,
-                c.owner_team, c.judge_key, count(e.id) AS pulls,
-                count(e.id) FILTER (WHERE e.score IS NULL) AS unreadable,
-                avg(CASE WHEN e.score IS NULL THEN 0 ELSE 1 - abs(e.score - e.consensus) END)
-                    AS agreement,
-                coalesce(sum(1 - abs(e.score - e.consensus)), 0) AS value_sum
-         FROM agent_cards c LEFT JOIN card_evaluations e ON e.card_id = c.id
-         WHERE c.listed GROUP BY c.id ORDER BY c.id",
+    // A count and a coalesce are never NULL; inference cannot tell.
+    sqlx::query_as!(
+        ListedCard,
+        r#"SELECT c.id, c.slug, c.name, c.specialties, c.price, c.account_id, c.judge,
+                  c.owner_team, c.judge_key, count(e.id) AS "pulls!",
+                  count(e.id) FILTER (WHERE e.score IS NULL) AS "unreadable!",
+                  avg(CASE WHEN e.score IS NULL THEN 0 ELSE 1 - abs(e.score - e.consensus) END)
+                      AS agreement,
+                  coalesce(sum(1 - abs(e.score - e.consensus)), 0) AS "value_sum!"
+           FROM agent_cards c LEFT JOIN card_evaluations e ON e.card_id = c.id
+           WHERE c.listed GROUP BY c.id ORDER BY c.id"#
     )
     .fetch_all(db)
-    .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(ListedCard {
-                id: row.try_get("id")?,
-                slug: row.try_get("slug")?,
-                name: row.try_get("name")?,
-                specialties: row.try_get("specialties")?,
-                price: row.try_get("price")?,
-                account_id: row.try_get("account_id")?,
-                judge: row.try_get("judge")?,
-                owner_team: row.try_get("owner_team")?,
-                judge_key: row.try_get("judge_key")?,
-                pulls: row.try_get("pulls")?,
-                unreadable: row.try_get("unreadable")?,
-                agreement: row.try_get("agreement")?,
-                value_sum: row.try_get("value_sum")?,
-            })
-        })
-        .collect()
+    .await
 }
