@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use lachesis_shared::ledger::{AccountBalance, AccountKind, MicroUsdc};
 use owner::OwnerLock;
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 
 /// Why the ledger refused. Nothing was written when one of these comes back.
 #[derive(Debug, thiserror::Error)]
@@ -505,37 +505,52 @@ impl Ledger {
     }
 
     pub async fn balance(&self, account: AccountId) -> Result<AccountBalance, LedgerError> {
-        let row =
-            sqlx::query("SELECT name, kind, balance, held FROM ledger_accounts WHERE id = $1")
-                .bind(account.0)
-                .fetch_optional(&self.db)
-                .await?
-                .ok_or_else(|| LedgerError::UnknownAccount(format!("#{}", account.0)))?;
-        balance_from_row(&row)
+        sqlx::query_as!(
+            BalanceRow,
+            "SELECT name, kind, balance, held FROM ledger_accounts WHERE id = $1",
+            account.0
+        )
+        .fetch_optional(&self.db)
+        .await?
+        .ok_or_else(|| LedgerError::UnknownAccount(format!("#{}", account.0)))?
+        .try_into()
     }
 
     /// Every account, by name.
     pub async fn balances(&self) -> Result<Vec<AccountBalance>, LedgerError> {
-        let rows =
-            sqlx::query("SELECT name, kind, balance, held FROM ledger_accounts ORDER BY name")
-                .fetch_all(&self.db)
-                .await?;
-        rows.iter().map(balance_from_row).collect()
+        sqlx::query_as!(
+            BalanceRow,
+            "SELECT name, kind, balance, held FROM ledger_accounts ORDER BY name"
+        )
+        .fetch_all(&self.db)
+        .await?
+        .into_iter()
+        .map(AccountBalance::try_from)
+        .collect()
     }
 }
 
-pub(crate) fn balance_from_row(row: &sqlx::postgres::PgRow) -> Result<AccountBalance, LedgerError> {
-    let kind: String = row.try_get("kind")?;
-    let balance: i64 = row.try_get("balance")?;
-    let held: i64 = row.try_get("held")?;
-    Ok(AccountBalance {
-        name: row.try_get("name")?,
-        kind: AccountKind::parse(&kind)
-            .ok_or_else(|| LedgerError::InvalidAccount(format!("unknown kind {kind}")))?,
-        balance: MicroUsdc(balance),
-        held: MicroUsdc(held),
-        available: MicroUsdc(balance - held),
-    })
+/// An account's balance as stored.
+pub(crate) struct BalanceRow {
+    pub name: String,
+    pub kind: String,
+    pub balance: i64,
+    pub held: i64,
+}
+
+impl TryFrom<BalanceRow> for AccountBalance {
+    type Error = LedgerError;
+
+    fn try_from(row: BalanceRow) -> Result<Self, LedgerError> {
+        Ok(AccountBalance {
+            kind: AccountKind::parse(&row.kind)
+                .ok_or_else(|| LedgerError::InvalidAccount(format!("unknown kind {}", row.kind)))?,
+            name: row.name,
+            balance: MicroUsdc(row.balance),
+            held: MicroUsdc(row.held),
+            available: MicroUsdc(row.balance - row.held),
+        })
+    }
 }
 
 fn hold_error(error: sqlx::Error, hold: i64) -> LedgerError {

@@ -10,21 +10,24 @@ use lachesis_shared::ledger::{AccountBalance, MicroUsdc, StatementLine};
 use lachesis_shared::marketplace::BudgetPoint;
 use sqlx::{PgConnection, PgPool};
 
-use super::{AccountId, HoldState, Ledger, LedgerError, balance_from_row};
+use super::{AccountId, BalanceRow, HoldState, Ledger, LedgerError};
 
 /// The accounts of `teams` (every account when `None`), by name.
 pub async fn team_balances(
     db: &PgPool,
     teams: Option<&[i64]>,
 ) -> Result<Vec<AccountBalance>, LedgerError> {
-    let rows = sqlx::query(
+    sqlx::query_as!(
+        BalanceRow,
         "SELECT name, kind, balance, held FROM ledger_accounts
          WHERE $1::BIGINT[] IS NULL OR team_id = ANY($1) ORDER BY name",
+        teams
     )
-    .bind(teams)
     .fetch_all(db)
-    .await?;
-    rows.iter().map(balance_from_row).collect()
+    .await?
+    .into_iter()
+    .map(AccountBalance::try_from)
+    .collect()
 }
 
 /// The account named `name` when it belongs to one of `teams` (to any team, or none, when `None`).

@@ -2,7 +2,7 @@
 //! triggers that maintain them, so a broken trigger or a hand-edited row shows up here.
 
 use lachesis_shared::ledger::ReconcileFinding;
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 
 /// Each check: its name, what it means, and a query returning one `detail` text per violation.
 const CHECKS: &[(&str, &str, &str)] = &[
@@ -117,12 +117,12 @@ pub async fn reconcile(db: &PgPool) -> Result<ReconcileReport, sqlx::Error> {
         .await?;
     let mut findings = Vec::new();
     for (check, _, query) in CHECKS {
-        for row in sqlx::query(query).fetch_all(&mut *tx).await? {
-            findings.push(ReconcileFinding {
-                check: (*check).to_string(),
-                detail: row.try_get("detail")?,
-            });
-        }
+        // Each check selects one column, its finding's `detail`.
+        let details: Vec<String> = sqlx::query_scalar(query).fetch_all(&mut *tx).await?;
+        findings.extend(details.into_iter().map(|detail| ReconcileFinding {
+            check: (*check).to_string(),
+            detail,
+        }));
     }
     let counts = sqlx::query!(
         r#"SELECT (SELECT count(*) FROM ledger_accounts) AS "accounts!",
