@@ -17,6 +17,7 @@ pub mod inference;
 pub mod ledger;
 pub mod live;
 pub mod marketplace;
+pub mod mcp_server;
 pub mod metrics;
 pub mod policy;
 pub mod settlement;

@@ -13,6 +13,7 @@ pub mod health;
 pub mod ledger;
 pub mod live;
 pub mod marketplace;
+pub mod mcp;
 pub mod runs;
 #[cfg(feature = "spatial")]
 pub mod spatial;

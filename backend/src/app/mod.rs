@@ -173,6 +173,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::cats::routes())
         .merge(crate::ledger::routes::routes())
         .merge(crate::supervisor::routes::routes())
+        .merge(crate::mcp_server::routes(&state))
         .fallback(root::static_file)
         .layer(middleware::from_fn_with_state(
             state.clone(),

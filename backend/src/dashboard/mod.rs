@@ -4,7 +4,7 @@
 
 mod export;
 pub mod sampler;
-mod store;
+pub(crate) mod store;
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -61,7 +61,11 @@ async fn environments() -> Json<Vec<EnvironmentInfo>> {
 }
 
 /// The run, after checking the caller may read it (404 for runs of other teams).
-async fn readable_run(state: &AppState, viewer: &Viewer, run: &str) -> Result<(), AppError> {
+pub(crate) async fn readable_run(
+    state: &AppState,
+    viewer: &Viewer,
+    run: &str,
+) -> Result<(), AppError> {
     if !valid_run_name(run) {
         return Err(AppError::NotFound("run"));
     }
@@ -147,7 +151,7 @@ async fn groups(
 }
 
 /// Adds each group's texts, read from its stored payload while it is still there.
-async fn with_texts(
+pub(crate) async fn with_texts(
     state: &AppState,
     summaries: Vec<GroupSummary>,
 ) -> Result<Vec<GroupDetail>, AppError> {

@@ -70,8 +70,12 @@ pub fn reach_of(path: &str) -> Reach {
 /// Whether a request changes state: any method but GET, HEAD and OPTIONS, and Atropos's two GETs
 /// that do (`/batch` hands a batch out, `/reset_data` deletes). Asking the model changes nothing
 /// (what it may cost is the inference quota's business).
+///
+/// MCP's calls are all POSTs, but every tool at `/mcp` only reads and checks its caller's reach
+/// itself (`crate::mcp_server`), so read-only and run tokens may use it; a tool that changes
+/// something would have to call [`check_change`] itself.
 pub fn changes_state(method: &Method, path: &str) -> bool {
-    if path.starts_with("/v1/") || path == "/generate" {
+    if path.starts_with("/v1/") || path == "/generate" || path == crate::mcp_server::PATH {
         return false;
     }
     !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
@@ -135,6 +139,7 @@ mod tests {
         assert!(!changes_state(&Method::GET, "/status"));
         assert!(changes_state(&Method::DELETE, "/api/teams/t/tokens/1"));
         assert!(!changes_state(&Method::POST, "/v1/completions"));
+        assert!(!changes_state(&Method::POST, "/mcp"));
     }
 
     #[test]
