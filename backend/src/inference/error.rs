@@ -47,6 +47,16 @@ pub enum InferenceError {
         "this caller already has {running} requests running or waiting, as many as one caller may on this server (--inference-per-caller); send the next when one is answered"
     )]
     TooManyRunning { running: usize },
+    /// A chat request offering more tools than the server takes.
+    #[error(
+        "this request offers {count} tools, more than the {limit} one request may offer on this server (--inference-max-tools)"
+    )]
+    TooManyTools { count: usize, limit: usize },
+    /// A chat request whose tool definitions are too large to put in a prompt.
+    #[error(
+        "this request's tool definitions take {bytes} bytes of JSON, more than the {limit} one request may send on this server (--inference-max-tool-schema-bytes)"
+    )]
+    ToolSchemasTooLarge { bytes: usize, limit: usize },
     /// The server runs without an embedded model.
     #[error(
         "no model is loaded: start `lachesis serve` with --model PATH (or let `make run` fetch SmolLM2)"
@@ -80,6 +90,11 @@ impl IntoResponse for InferenceError {
             InferenceError::KvBudget { .. } | InferenceError::OverBurst { .. } => {
                 (StatusCode::BAD_REQUEST, "invalid_request_error", None)
             }
+            InferenceError::TooManyTools { .. } | InferenceError::ToolSchemasTooLarge { .. } => (
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some("tools".to_owned()),
+            ),
             InferenceError::RateLimited { .. } | InferenceError::TooManyRunning { .. } => {
                 (StatusCode::TOO_MANY_REQUESTS, "rate_limit_exceeded", None)
             }

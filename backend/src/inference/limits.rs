@@ -45,6 +45,13 @@ pub struct InferenceLimitArgs {
     /// refused with 429 and `Retry-After` [default: 2].
     #[arg(long, env = "LACHESIS_INFERENCE_PER_CALLER")]
     pub inference_per_caller: Option<usize>,
+    /// Most tools one chat request may offer [default: 64].
+    #[arg(long, env = "LACHESIS_INFERENCE_MAX_TOOLS")]
+    pub inference_max_tools: Option<usize>,
+    /// Most bytes of tool definitions (their JSON, all together) one chat request may send; they
+    /// all go into the prompt [default: 65536].
+    #[arg(long, env = "LACHESIS_INFERENCE_MAX_TOOL_SCHEMA_BYTES")]
+    pub inference_max_tool_schema_bytes: Option<usize>,
 }
 
 /// The limits the inference routes enforce (public fields: tests and embedders set them), and
@@ -63,6 +70,10 @@ pub struct InferenceLimits {
     /// caller from filling the engine's running places, so others are served beside it; on a
     /// loopback server without accounts every caller is the same person, so it does not apply.
     pub per_caller: usize,
+    /// Tools one chat request may offer.
+    pub max_tools: usize,
+    /// Bytes of tool definitions (serialized JSON, summed) one chat request may send.
+    pub max_tool_schema_bytes: usize,
     /// Whether `per_caller` applies (accounts on); set by [`InferenceLimits::for_new_server`].
     pub(super) per_caller_applies: bool,
     /// Runtime state, shared by clones; [`InferenceLimits::for_new_server`] starts it empty.
@@ -84,6 +95,10 @@ impl Default for InferenceLimits {
             quota_callers: 65_536,
             max_in_flight: 64,
             per_caller: 2,
+            // OpenAI's own limit is 128 tools; 64 KiB of schemas is some 16k tokens of prompt,
+            // already more than SmolLM2's context, so larger requests can only fail later.
+            max_tools: 64,
+            max_tool_schema_bytes: 64 * 1024,
             per_caller_applies: false,
             quotas: Arc::default(),
             running: Arc::new(Slots::new(2)),
@@ -115,6 +130,10 @@ impl InferenceLimits {
                 .inference_max_in_flight
                 .unwrap_or(defaults.max_in_flight),
             per_caller: args.inference_per_caller.unwrap_or(defaults.per_caller),
+            max_tools: args.inference_max_tools.unwrap_or(defaults.max_tools),
+            max_tool_schema_bytes: args
+                .inference_max_tool_schema_bytes
+                .unwrap_or(defaults.max_tool_schema_bytes),
             per_caller_applies: false,
             quotas: Arc::default(),
             running: defaults.running,
@@ -136,6 +155,11 @@ impl InferenceLimits {
             ("--inference-quota-callers", self.quota_callers as u64),
             ("--inference-max-in-flight", self.max_in_flight as u64),
             ("--inference-per-caller", self.per_caller as u64),
+            ("--inference-max-tools", self.max_tools as u64),
+            (
+                "--inference-max-tool-schema-bytes",
+                self.max_tool_schema_bytes as u64,
+            ),
         ];
         for (flag, value) in at_least_one {
             if value == 0 {
@@ -199,6 +223,8 @@ mod tests {
         assert_eq!(limits.quota_callers, 65_536);
         assert_eq!(limits.max_in_flight, 64);
         assert_eq!(limits.per_caller, 2);
+        assert_eq!(limits.max_tools, 64);
+        assert_eq!(limits.max_tool_schema_bytes, 65_536);
         let engine = limits.engine_options();
         assert_eq!(engine.max_active + engine.queue, 64);
     }
@@ -224,9 +250,15 @@ mod tests {
             "1",
             "--inference-per-caller",
             "3",
+            "--inference-max-tools",
+            "5",
+            "--inference-max-tool-schema-bytes",
+            "1000",
         ])
         .unwrap();
         assert_eq!(limits.per_caller, 3);
+        assert_eq!(limits.max_tools, 5);
+        assert_eq!(limits.max_tool_schema_bytes, 1000);
         assert_eq!(limits.max_n, 8);
         assert_eq!(limits.kv_budget_bytes, 100 * MIB);
         assert_eq!(limits.max_stop_strings, 2);
@@ -255,6 +287,8 @@ mod tests {
             ["--inference-max-in-flight", "0"],
             ["--inference-quota-callers", "0"],
             ["--inference-per-caller", "0"],
+            ["--inference-max-tools", "0"],
+            ["--inference-max-tool-schema-bytes", "0"],
         ] {
             let error = resolve(&flags).unwrap_err().to_string();
             assert!(error.contains(flags[0]), "{flags:?}: {error}");

@@ -7,6 +7,7 @@ mod error;
 pub mod limits;
 mod openai;
 mod quota;
+mod tools;
 mod vllm;
 
 use axum::extract::{FromRequest, Request, State};

@@ -1,15 +1,23 @@
 //! OpenAI-compatible endpoints over the embedded engine, with logprobs in OpenAI's two shapes
 //! (legacy completions: parallel arrays; chat: a `content` list of token entries).
+//!
+//! Chat completions take OpenAI's `tools` and `tool_choice`, `tool` messages and assistant
+//! `tool_calls`, and answer calls as `message.tool_calls`; how, and what a malformed call becomes,
+//! is in `tools.rs`.
 
 use axum::Json;
 use axum::extract::State;
-use lachesis_inference::{ChatMessage, Engine, Generation, TokenLogprob};
+use lachesis_inference::{Engine, Generation, TokenLogprob};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::quota::CallerKey;
+use super::tools::{WireToolChoice, answer_message, offered};
 use super::{CommonSampling, InferenceError, InferenceJson, engine, request_id, sample, unix_now};
 use crate::app::AppState;
+use crate::policy::tool_chat::{
+    ToolChoice, WireMessage, WireMessageError, WireTool, from_wire_messages, offer_tools,
+};
 
 pub async fn models(State(state): State<AppState>) -> Result<Json<Value>, InferenceError> {
     let engine = engine(&state)?;
@@ -110,7 +118,13 @@ pub async fn completions(
 pub struct ChatRequest {
     #[serde(default)]
     pub model: Option<String>,
-    pub messages: Vec<ChatMessage>,
+    /// OpenAI's shape: assistant messages may carry `tool_calls` (content then may be `null`),
+    /// `tool` messages a `tool_call_id`.
+    pub messages: Vec<WireMessage>,
+    #[serde(default)]
+    pub tools: Vec<WireTool>,
+    #[serde(default)]
+    pub tool_choice: Option<WireToolChoice>,
     #[serde(default)]
     pub max_tokens: Option<usize>,
     #[serde(default)]
@@ -135,9 +149,19 @@ pub async fn chat_completions(
             "messages",
         ));
     }
-    let text = engine
-        .tokenizer()
-        .apply_chat_template(&request.messages, true)?;
+    let (tools, tool_choice) =
+        offered(&state.inference_limits, request.tools, request.tool_choice)?;
+    let messages = from_wire_messages(request.messages).map_err(|e| {
+        let index = match &e {
+            WireMessageError::NoContent { index } | WireMessageError::Call { index, .. } => *index,
+        };
+        InferenceError::bad(e.to_string(), &format!("messages[{index}]"))
+    })?;
+    // Rendered as the embedded policy renders a request with tools, so what a client sees here is
+    // what an environment's rollouts see.
+    let tools_offered = !tools.is_empty() && tool_choice != ToolChoice::None;
+    let messages = offer_tools(&messages, &tools, &tool_choice);
+    let text = engine.tokenizer().apply_chat_template(&messages, true)?;
     let prompt = engine.tokenizer().encode(&text)?;
     // Without a limit the answer may fill the context; 512 keeps a forgotten field from doing so.
     let max_tokens = request
@@ -166,11 +190,13 @@ pub async fn chat_completions(
                     .map(|lp| chat_token_entry(engine, lp))
                     .collect::<Vec<_>>()})
             });
+            let (message, finish_reason) =
+                answer_message(&choice.text, tools_offered, choice.finish_reason.as_str());
             json!({
                 "index": index,
-                "message": {"role": "assistant", "content": choice.text},
+                "message": message,
                 "logprobs": logprobs,
-                "finish_reason": choice.finish_reason.as_str(),
+                "finish_reason": finish_reason,
             })
         })
         .collect();

@@ -5,7 +5,7 @@ use futures::future::BoxFuture;
 use lachesis_inference::{Engine, FinishReason, GenerateRequest, Generation, SamplingParams};
 
 use super::rollout::{expect_choices, rollout_from_ids};
-use super::vllm::prompt_ids;
+use super::vllm::request_prompt_ids;
 use super::{Finish, Policy, PolicyError, PolicyRequest, Rollout};
 
 #[derive(Clone)]
@@ -22,7 +22,7 @@ impl EmbeddedPolicy {
         if request.n == 0 {
             return Ok(Vec::new());
         }
-        let prompt = prompt_ids(self.engine.tokenizer(), &request.messages)?;
+        let prompt = request_prompt_ids(self.engine.tokenizer(), &request)?;
         let params = SamplingParams {
             temperature: request.temperature,
             top_p: request.top_p,

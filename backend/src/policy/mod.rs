@@ -7,6 +7,7 @@ pub mod embedded;
 pub mod openai;
 pub mod openai_policy;
 pub mod rollout;
+pub mod tool_chat;
 pub mod vllm;
 mod wire;
 
@@ -14,6 +15,8 @@ mod wire;
 mod parse_props;
 #[cfg(test)]
 mod testing;
+#[cfg(test)]
+mod tool_policy_tests;
 
 pub use client::{Backoff, ServerPool, ServerPoolConfig, ServerStatus};
 pub use embedded::EmbeddedPolicy;
@@ -72,6 +75,9 @@ pub enum PolicyError {
     Server(String),
     #[error("the inference server's answer is malformed: {0}")]
     MalformedResponse(String),
+    /// The request itself cannot be sent (a dialogue the server's format cannot express).
+    #[error("the request cannot be sent: {0}")]
+    BadRequest(String),
     #[error("timed out after {0:?}")]
     Timeout(std::time::Duration),
     #[error(transparent)]

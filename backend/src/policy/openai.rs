@@ -2,9 +2,11 @@
 //! `/v1/chat/completions`, and checked parsers of their answers. The policy built on them is in
 //! `openai_policy.rs`.
 
-use lachesis_inference::ChatMessage;
 use serde::{Deserialize, Serialize};
 
+use super::tool_chat::{
+    WireMessage, WireTool, WireToolCall, calls_from_wire, to_wire_messages, turn_text,
+};
 use super::wire::{OrderedLogprobs, decode, finite, malformed, parse_finish};
 use super::{Finish, PolicyError, PolicyRequest};
 
@@ -12,7 +14,12 @@ use super::{Finish, PolicyError, PolicyRequest};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChatBody {
     pub model: String,
-    pub messages: Vec<ChatMessage>,
+    /// In OpenAI's shape: calls written as `<tool_call>` blocks travel as `tool_calls`, and tool
+    /// results name the call they answer.
+    pub messages: Vec<WireMessage>,
+    /// Left out when empty: some servers refuse `"tools": []`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<WireTool>,
     pub n: usize,
     pub max_tokens: usize,
     pub temperature: f32,
@@ -24,17 +31,26 @@ pub struct ChatBody {
 }
 
 impl ChatBody {
-    pub fn new(model: &str, request: &PolicyRequest) -> Self {
-        Self {
+    /// Refuses a dialogue OpenAI's format cannot express (a tool result answering no call).
+    pub fn new(model: &str, request: &PolicyRequest) -> Result<Self, PolicyError> {
+        let messages = to_wire_messages(&request.messages)
+            .map_err(|e| PolicyError::BadRequest(e.to_string()))?;
+        Ok(Self {
             model: model.to_owned(),
-            messages: request.messages.clone(),
+            messages,
+            tools: request
+                .tools
+                .iter()
+                .cloned()
+                .map(WireTool::function)
+                .collect(),
             n: request.n,
             max_tokens: request.max_tokens,
             temperature: request.temperature,
             top_p: request.top_p,
             stop: request.stop.clone(),
             logprobs: true,
-        }
+        })
     }
 }
 
@@ -135,6 +151,9 @@ struct RawMessage {
     /// `null` is legal (a refusal or a tool call); it reads as an empty answer.
     #[serde(default)]
     content: Option<String>,
+    /// The calls a server with a native tool format parsed out of the answer.
+    #[serde(default)]
+    tool_calls: Option<Vec<WireToolCall>>,
 }
 
 #[derive(Deserialize)]
@@ -232,8 +251,12 @@ pub fn parse_chat(body: &[u8]) -> Result<Vec<OpenAiChoice>, PolicyError> {
             None => None,
             Some(content) => Some(chat_logprobs(c, content)?),
         };
+        // Calls come back as `<tool_call>` blocks after the text, the one format environments
+        // read whatever the policy.
+        let calls = calls_from_wire(choice.message.tool_calls.as_deref().unwrap_or_default())
+            .map_err(|e| malformed(format!("choice {c}: {e}")))?;
         let parsed = OpenAiChoice {
-            text: choice.message.content.unwrap_or_default(),
+            text: turn_text(&choice.message.content.unwrap_or_default(), calls),
             finish: parse_finish(choice.finish_reason.as_deref())?,
             logprobs,
         };
@@ -293,6 +316,7 @@ fn in_index_order(
 mod tests {
     use super::*;
     use crate::policy::testing::{CHAT_SAMPLE, COMPLETION_SAMPLE};
+    use lachesis_inference::ChatMessage;
 
     fn request() -> PolicyRequest {
         PolicyRequest {
@@ -411,7 +435,8 @@ mod tests {
 
     #[test]
     fn request_bodies_ask_for_logprobs_and_leave_out_empty_stops() {
-        let chat = serde_json::to_value(ChatBody::new("m", &request())).expect("json");
+        let chat =
+            serde_json::to_value(ChatBody::new("m", &request()).expect("sendable")).expect("json");
         assert_eq!(
             chat,
             serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "Capital of France?"}],

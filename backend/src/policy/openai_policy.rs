@@ -14,6 +14,7 @@ use super::openai::{
     ChatBody, CompletionBody, OpenAiChoice, TokenLogprobs, parse_chat, parse_completions,
 };
 use super::rollout::{PROMPT_LOGPROB, expect_choices, rollout_from_ids};
+use super::tool_chat::{ToolChoice, offer_tools};
 use super::{Finish, Policy, PolicyError, PolicyRequest, Rollout};
 
 /// A model behind `/v1/chat/completions` (`chat`) or `/v1/completions` (not `chat`).
@@ -48,12 +49,13 @@ impl OpenAiPolicy {
         }
         // Both modes record the templated prompt's ids: it is what a chat server renders too, and
         // what the trainer will condition on.
-        let prompt = self
-            .tokenizer
-            .apply_chat_template(&request.messages, true)?;
+        // With tools, the recorded prompt teaches them as the embedded model would be taught: a
+        // chat server renders its own tool format, which only it knows.
+        let messages = offer_tools(&request.messages, &request.tools, &ToolChoice::Auto);
+        let prompt = self.tokenizer.apply_chat_template(&messages, true)?;
         let prompt_ids = self.tokenizer.encode(&prompt)?;
         let choices = if self.chat {
-            let body = ChatBody::new(&self.model_name, &request);
+            let body = ChatBody::new(&self.model_name, &request)?;
             parse_chat(&self.pool.post_json("/v1/chat/completions", &body).await?)?
         } else {
             let body = CompletionBody::new(&self.model_name, prompt, &request);

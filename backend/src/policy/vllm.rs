@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::client::ServerPool;
 use super::rollout::{expect_choices, rollout_from_ids};
+use super::tool_chat::{ToolChoice, offer_tools};
 use super::wire::{OrderedLogprobs, decode, finite, malformed, parse_finish, quote};
 use super::{Finish, Policy, PolicyError, PolicyRequest, Rollout};
 
@@ -177,6 +178,17 @@ pub(crate) fn prompt_ids(
     Ok(tokenizer.encode(&prompt)?)
 }
 
+/// [`prompt_ids`] of a request, its tools (if any) taught in the system message: a model whose
+/// template is rendered here has no other way to learn them, and its calls come back as the
+/// `<tool_call>` blocks the policy contract asks for.
+pub(crate) fn request_prompt_ids(
+    tokenizer: &ModelTokenizer,
+    request: &PolicyRequest,
+) -> Result<Vec<u32>, PolicyError> {
+    let messages = offer_tools(&request.messages, &request.tools, &ToolChoice::Auto);
+    prompt_ids(tokenizer, &messages)
+}
+
 /// A model behind vLLM's `/generate` (atroposlib's `vllm_api_server.py`, or our embedded server).
 #[derive(Clone)]
 pub struct VllmPolicy {
@@ -203,7 +215,7 @@ impl VllmPolicy {
         if request.n == 0 {
             return Ok(Vec::new());
         }
-        let ids = prompt_ids(&self.tokenizer, &request.messages)?;
+        let ids = request_prompt_ids(&self.tokenizer, &request)?;
         let body = GenerateBody::new(ids.clone(), &request);
         let answer = self.pool.post_json("/generate", &body).await?;
         rollouts_from_answer(&ids, parse_generate(&answer)?, request.n)
