@@ -1,7 +1,8 @@
 //! The Lachesis browser app: a Leptos client-side app compiled to WASM and served by the backend.
 //!
 //! Rooms: [`app`] (shell, session, router), [`api`] (typed HTTP client), [`live`] (the WebSocket
-//! client), [`charts`] (SVG line charts), [`pages`] (one module per route), [`format`].
+//! client), [`charts`] (SVG line charts), [`pages`] (one module per route), [`table`] (the data
+//! table every page lists things in), [`format`].
 //! Pure logic (chart geometry, smoothing, merging of live events) is unit-tested natively by
 //! `cargo test --workspace`.
 
@@ -11,6 +12,7 @@ mod charts;
 mod format;
 mod live;
 mod pages;
+mod table;
 
 fn main() {
     console_error_panic_hook::set_once();

@@ -5,7 +5,7 @@
 //! shared truth.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::fmt::{Display, Write as _};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -121,44 +121,33 @@ impl Metrics {
             ),
         ];
         for (name, text) in help {
-            let _ = writeln!(out, "# HELP {name} {text}\n# TYPE {name} counter");
+            header(&mut out, name, "counter", text);
             for ((metric, run), value) in &inner.counters {
                 if *metric == name {
-                    let _ = writeln!(out, "{name}{{run=\"{}\"}} {value}", escape(run));
+                    sample(&mut out, name, "run", run, value);
                 }
             }
         }
-        out.push_str("# HELP lachesis_queue_depth Groups waiting in the run's queue.\n");
-        out.push_str("# TYPE lachesis_queue_depth gauge\n");
+        let name = "lachesis_queue_depth";
+        let text = "Groups waiting in the run's queue.";
+        header(&mut out, name, "gauge", text);
         for (run, queued, _) in depths {
-            let _ = writeln!(
-                out,
-                "lachesis_queue_depth{{run=\"{}\"}} {queued}",
-                escape(run)
-            );
+            sample(&mut out, name, "run", run, queued);
         }
-        out.push_str("# HELP lachesis_buffered_groups Groups waiting for partners of their env.\n");
-        out.push_str("# TYPE lachesis_buffered_groups gauge\n");
+        let name = "lachesis_buffered_groups";
+        let text = "Groups waiting for partners of their env.";
+        header(&mut out, name, "gauge", text);
         for (run, _, buffered) in depths {
-            let _ = writeln!(
-                out,
-                "lachesis_buffered_groups{{run=\"{}\"}} {buffered}",
-                escape(run)
-            );
+            sample(&mut out, name, "run", run, buffered);
         }
         let name = "lachesis_showcase_attempts_total";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Attempts a hosted environment made only to be watched.\n# TYPE {name} counter"
-        );
+        let text = "Attempts a hosted environment made only to be watched.";
+        header(&mut out, name, "counter", text);
         for (env, value) in &inner.showcase_attempts {
-            let _ = writeln!(out, "{name}{{env=\"{}\"}} {value}", escape(env));
+            sample(&mut out, name, "env", env, value);
         }
         let name = "lachesis_http_request_duration_seconds";
-        let _ = writeln!(
-            out,
-            "# HELP {name} HTTP request latency.\n# TYPE {name} histogram"
-        );
+        header(&mut out, name, "histogram", "HTTP request latency.");
         for ((method, route, status), h) in &inner.latency {
             let labels = format!(
                 "method=\"{method}\",route=\"{}\",status=\"{status}\"",
@@ -179,28 +168,29 @@ impl Metrics {
 pub fn render_tasks(tasks: &[lachesis_shared::system::TaskStatus]) -> String {
     let mut out = String::new();
     let name = "lachesis_task_restarts_total";
-    let _ = writeln!(
-        out,
-        "# HELP {name} Times a server task failed and was started again.\n# TYPE {name} counter"
-    );
+    let text = "Times a server task failed and was started again.";
+    header(&mut out, name, "counter", text);
     for task in tasks {
-        let _ = writeln!(
-            out,
-            "{name}{{task=\"{}\"}} {}",
-            escape(&task.name),
-            task.restarts
-        );
+        sample(&mut out, name, "task", &task.name, task.restarts);
     }
     let name = "lachesis_task_up";
-    let _ = writeln!(
-        out,
-        "# HELP {name} 1 while a server task runs, 0 while it backs off or has stopped.\n# TYPE {name} gauge"
-    );
+    let text = "1 while a server task runs, 0 while it backs off or has stopped.";
+    header(&mut out, name, "gauge", text);
     for task in tasks {
         let up = u8::from(task.state == lachesis_shared::system::TaskState::Running);
-        let _ = writeln!(out, "{name}{{task=\"{}\"}} {up}", escape(&task.name));
+        sample(&mut out, name, "task", &task.name, up);
     }
     out
+}
+
+/// The `# HELP` and `# TYPE` lines that open the family `name` of the given type.
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// One sample of `name` with a single label, `label="value of label"`.
+fn sample(out: &mut String, name: &str, label: &str, label_value: &str, value: impl Display) {
+    let _ = writeln!(out, "{name}{{{label}=\"{}\"}} {value}", escape(label_value));
 }
 
 fn escape(label: &str) -> String {

@@ -88,10 +88,10 @@ pub fn LoginPage() -> impl IntoView {
     };
 
     // Field test ids differ between the first-run form and the others, for the browser tests.
-    let prefix = move || match mode.get() {
+    let prefix = Signal::derive(move || match mode.get() {
         Mode::FirstOwner => "setup",
         _ => "login",
-    };
+    });
     let heading = move || match mode.get() {
         Mode::SignIn => "Sign in",
         Mode::Register => "Create an account",
@@ -108,17 +108,7 @@ pub fn LoginPage() -> impl IntoView {
             Mode::Register => ("Team to create (optional)", false),
             Mode::FirstOwner => ("Team", true),
         };
-        Some(view! {
-            <label>
-                {label}
-                <input
-                    type="text"
-                    required=required
-                    data-testid=move || format!("{}-team", prefix())
-                    bind:value=team
-                />
-            </label>
-        })
+        Some(view! { <Field label name="team" required prefix value=team /> })
     };
     let invite_field = move || {
         (mode.get() == Mode::Register).then(|| {
@@ -128,17 +118,7 @@ pub fn LoginPage() -> impl IntoView {
             } else {
                 "Invite code (optional)"
             };
-            view! {
-                <label>
-                    {label}
-                    <input
-                        type="text"
-                        required=required
-                        data-testid="login-invite"
-                        bind:value=invite
-                    />
-                </label>
-            }
+            view! { <Field label name="invite" required prefix value=invite /> }
         })
     };
     let switch = move || {
@@ -172,33 +152,30 @@ pub fn LoginPage() -> impl IntoView {
             <h1>{heading}</h1>
             {intro}
             <form class="stack" on:submit=submit>
-                <label>
-                    "Username"
-                    <input
-                        type="text"
-                        autocomplete="username"
-                        required
-                        data-testid=move || format!("{}-username", prefix())
-                        bind:value=username
-                    />
-                </label>
-                <label>
-                    "Password"
-                    <input
-                        type="password"
-                        autocomplete="current-password"
-                        required
-                        data-testid=move || format!("{}-password", prefix())
-                        bind:value=password
-                    />
-                </label>
+                <Field
+                    label="Username"
+                    name="username"
+                    autocomplete="username"
+                    required=true
+                    prefix
+                    value=username
+                />
+                <Field
+                    label="Password"
+                    name="password"
+                    kind="password"
+                    autocomplete="current-password"
+                    required=true
+                    prefix
+                    value=password
+                />
                 {team_field}
                 {invite_field}
                 <button
                     type="submit"
                     class="primary"
                     disabled=move || busy.get()
-                    data-testid=move || format!("{}-submit", prefix())
+                    data-testid=move || format!("{}-submit", prefix.get())
                 >
                     {button}
                 </button>
@@ -206,5 +183,31 @@ pub fn LoginPage() -> impl IntoView {
             {move || error.get().map(|e| view! { <p class="error" role="alert">{e}</p> })}
             {switch}
         </section>
+    }
+}
+
+/// A labelled input of the form, bound to `value`. Its test id, for the browser tests, is
+/// `{prefix}-{name}`: the prefix follows the form's mode.
+#[component]
+fn Field(
+    label: &'static str,
+    name: &'static str,
+    prefix: Signal<&'static str>,
+    value: RwSignal<String>,
+    #[prop(default = "text")] kind: &'static str,
+    #[prop(optional)] autocomplete: Option<&'static str>,
+    #[prop(optional)] required: bool,
+) -> impl IntoView {
+    view! {
+        <label>
+            {label}
+            <input
+                type=kind
+                autocomplete=autocomplete
+                required=required
+                data-testid=move || format!("{}-{name}", prefix.get())
+                bind:value=value
+            />
+        </label>
     }
 }

@@ -12,6 +12,7 @@ use leptos_router::hooks::use_navigate;
 use crate::api;
 use crate::format::{ago, now_ms};
 use crate::pages::tasks::ServerTasks;
+use crate::table::DataTable;
 
 /// A list page does not need the socket: a slow poll is enough and costs the server little.
 const REFRESH: Duration = Duration::from_secs(5);
@@ -127,23 +128,16 @@ pub fn RunsPage() -> impl IntoView {
             </button>
         </div>
         {move || error.get().map(|e| view! { <p class="error" role="alert">{e}</p> })}
-        <div class="table-wrap">
-            <table class="runs" data-testid="runs-table">
-                <thead>
-                    <tr>
-                        <th></th>
-                        <th>"Run"</th>
-                        <th>"Team"</th>
-                        <th class="num">"Step"</th>
-                        <th class="num">"Queue"</th>
-                        <th class="num">"Groups"</th>
-                        <th>"Last activity"</th>
-                        <th>"Environments"</th>
-                    </tr>
-                </thead>
-                <tbody>{rows}</tbody>
-            </table>
-        </div>
+        <DataTable class="runs" testid="runs-table" rows>
+            <th></th>
+            <th>"Run"</th>
+            <th>"Team"</th>
+            <th class="num">"Step"</th>
+            <th class="num">"Queue"</th>
+            <th class="num">"Groups"</th>
+            <th>"Last activity"</th>
+            <th>"Environments"</th>
+        </DataTable>
         {empty}
         {move || last.get().is_none().then(|| view! { <p class="muted">"Loading…"</p> })}
         <ServerTasks />

@@ -10,6 +10,7 @@ use leptos::task::spawn_local;
 use crate::api;
 use crate::app::Session;
 use crate::format::{ago, now_ms};
+use crate::table::DataTable;
 
 #[component]
 pub fn SettingsPage() -> impl IntoView {
@@ -340,22 +341,15 @@ fn Tokens(team: String) -> impl IntoView {
             ". A token limited to one run also addresses that run on Atropos's plain paths."
         </p>
         {secret}
-        <div class="table-wrap">
-            <table>
-                <thead>
-                    <tr>
-                        <th>"Name"</th>
-                        <th>"Run"</th>
-                        <th>"Access"</th>
-                        <th>"Created"</th>
-                        <th>"Last used"</th>
-                        <th>"Expires"</th>
-                        <th></th>
-                    </tr>
-                </thead>
-                <tbody>{rows}</tbody>
-            </table>
-        </div>
+        <DataTable rows>
+            <th>"Name"</th>
+            <th>"Run"</th>
+            <th>"Access"</th>
+            <th>"Created"</th>
+            <th>"Last used"</th>
+            <th>"Expires"</th>
+            <th></th>
+        </DataTable>
         <form class="inline" on:submit=create>
             <input type="text" placeholder="token name" required bind:value=name />
             <input type="text" placeholder="run (optional)" bind:value=run />

@@ -9,6 +9,7 @@ use leptos::prelude::*;
 
 use crate::api;
 use crate::format::{ago, now_ms};
+use crate::table::DataTable;
 
 /// A restart takes a second or more: a slow poll shows it.
 const REFRESH: Duration = Duration::from_secs(5);
@@ -72,20 +73,13 @@ pub fn ServerTasks() -> impl IntoView {
                 view! {
                     <section class="server-tasks" data-testid="server-tasks">
                         <h2>"Server tasks"</h2>
-                        <div class="table-wrap">
-                            <table>
-                                <thead>
-                                    <tr>
-                                        <th>"Task"</th>
-                                        <th>"State"</th>
-                                        <th class="num">"Restarts"</th>
-                                        <th>"Since"</th>
-                                        <th>"Last error"</th>
-                                    </tr>
-                                </thead>
-                                <tbody>{rows}</tbody>
-                            </table>
-                        </div>
+                        <DataTable rows>
+                            <th>"Task"</th>
+                            <th>"State"</th>
+                            <th class="num">"Restarts"</th>
+                            <th>"Since"</th>
+                            <th>"Last error"</th>
+                        </DataTable>
                     </section>
                 }
             })

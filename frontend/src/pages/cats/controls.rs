@@ -29,8 +29,7 @@ pub fn CaretakerControls(
                 id="cat-say"
                 rows="3"
                 placeholder="e.g. I check the water bowl and offer fresh water"
-                prop:value=move || say.get()
-                on:input=move |ev| say.set(event_target_value(&ev))
+                bind:value=say
             ></textarea>
             <div class="inline">
                 <button
@@ -137,8 +136,7 @@ pub fn CatControls(
                     id="cat-sound"
                     type="text"
                     placeholder="e.g. mrrp"
-                    prop:value=move || sound.get()
-                    on:input=move |ev| sound.set(event_target_value(&ev))
+                    bind:value=sound
                 />
                 <button
                     id="cat-send"

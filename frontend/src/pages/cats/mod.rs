@@ -124,7 +124,20 @@ pub fn CatsPage() -> impl IntoView {
         })
     };
 
-    let chosen = move |r: CatRole| move || role.get() == Some(r);
+    // A button that starts a new session with the person playing `side`, marked while it is theirs.
+    let side_button = move |side: CatRole, id: &'static str, label: &'static str| {
+        view! {
+            <button
+                id=id
+                type="button"
+                class:primary=move || role.get() == Some(side)
+                disabled=move || busy.get()
+                on:click=move |_| start(side)
+            >
+                {label}
+            </button>
+        }
+    };
 
     view! {
         <div
@@ -143,24 +156,8 @@ pub fn CatsPage() -> impl IntoView {
             </div>
             <section class="card">
                 <div class="inline">
-                    <button
-                        id="cat-role-caretaker"
-                        type="button"
-                        class:primary=chosen(CatRole::Caretaker)
-                        disabled=move || busy.get()
-                        on:click=move |_| start(CatRole::Caretaker)
-                    >
-                        "Play the caretaker"
-                    </button>
-                    <button
-                        id="cat-role-cat"
-                        type="button"
-                        class:primary=chosen(CatRole::Cat)
-                        disabled=move || busy.get()
-                        on:click=move |_| start(CatRole::Cat)
-                    >
-                        "Play the cat"
-                    </button>
+                    {side_button(CatRole::Caretaker, "cat-role-caretaker", "Play the caretaker")}
+                    {side_button(CatRole::Cat, "cat-role-cat", "Play the cat")}
                     <span class="muted">"Each click starts a new session."</span>
                 </div>
                 <p class="muted">{intro}</p>

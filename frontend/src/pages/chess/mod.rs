@@ -18,6 +18,8 @@ use leptos::task::spawn_local;
 use leptos_router::components::A;
 use leptos_router::hooks::use_navigate;
 
+use crate::table::DataTable;
+
 /// How many of the agent's weights the page lists (the largest by size).
 const TOP_WEIGHTS: usize = 8;
 
@@ -138,21 +140,14 @@ pub fn ChessPage() -> impl IntoView {
         <AgentCard agent />
         <section class="card">
             <h2>"Games"</h2>
-            <div class="table-wrap">
-                <table data-testid="games-table">
-                    <thead>
-                        <tr>
-                            <th>"Started"</th>
-                            <th>"You played"</th>
-                            <th class="num">"Plies"</th>
-                            <th>"Result"</th>
-                            <th class="num">"Policy"</th>
-                            <th class="num" title="The agent's return from the review">"Return"</th>
-                        </tr>
-                    </thead>
-                    <tbody>{rows}</tbody>
-                </table>
-            </div>
+            <DataTable testid="games-table" rows>
+                <th>"Started"</th>
+                <th>"You played"</th>
+                <th class="num">"Plies"</th>
+                <th>"Result"</th>
+                <th class="num">"Policy"</th>
+                <th class="num" title="The agent's return from the review">"Return"</th>
+            </DataTable>
         </section>
     }
 }

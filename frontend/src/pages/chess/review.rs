@@ -5,6 +5,8 @@ use lachesis_shared::chess::{GameView, MoveRecord, MoveReward};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
+use crate::table::DataTable;
+
 use super::api;
 
 fn score(value: f64) -> String {
@@ -125,23 +127,16 @@ pub fn Review(
                         {summary}
                     </p>
                     {empty}
-                    <div class="table-wrap">
-                        <table data-testid="review-table">
-                            <thead>
-                                <tr>
-                                    <th>"Agent move"</th>
-                                    <th class="num" title="0 to 10">"Aggression"</th>
-                                    <th class="num" title="0 to 10">"Brilliance"</th>
-                                    <th class="num" title="0 to 10">"Soundness"</th>
-                                    <th class="num" title="0 to 1: what the agent learns from">"Total"</th>
-                                    <th class="num" title="Material put en prise, centipawns">"Offered"</th>
-                                    <th>"Justification"</th>
-                                    <th>"Your rating"</th>
-                                </tr>
-                            </thead>
-                            <tbody>{rows}</tbody>
-                        </table>
-                    </div>
+                    <DataTable testid="review-table" rows>
+                        <th>"Agent move"</th>
+                        <th class="num" title="0 to 10">"Aggression"</th>
+                        <th class="num" title="0 to 10">"Brilliance"</th>
+                        <th class="num" title="0 to 10">"Soundness"</th>
+                        <th class="num" title="0 to 1: what the agent learns from">"Total"</th>
+                        <th class="num" title="Material put en prise, centipawns">"Offered"</th>
+                        <th>"Justification"</th>
+                        <th>"Your rating"</th>
+                    </DataTable>
                 </section>
             })
         })

@@ -7,6 +7,7 @@ use lachesis_shared::runs::{GroupDetail, GroupSummary};
 use leptos::prelude::*;
 
 use crate::format::{local_time, numbers};
+use crate::table::DataTable;
 
 /// How many groups the table shows.
 pub const TABLE_ROWS: usize = 50;
@@ -144,21 +145,14 @@ pub fn GroupsTable(
     };
 
     view! {
-        <div class="table-wrap">
-            <table class="groups" data-testid="groups-table">
-                <thead>
-                    <tr>
-                        <th>"Time"</th>
-                        <th>"Environment"</th>
-                        <th class="num">"Weights"</th>
-                        <th>"Scores"</th>
-                        <th>"Advantages"</th>
-                        <th class="num">"Mean"</th>
-                    </tr>
-                </thead>
-                <tbody>{body}</tbody>
-            </table>
-        </div>
+        <DataTable class="groups" testid="groups-table" rows=body>
+            <th>"Time"</th>
+            <th>"Environment"</th>
+            <th class="num">"Weights"</th>
+            <th>"Scores"</th>
+            <th>"Advantages"</th>
+            <th class="num">"Mean"</th>
+        </DataTable>
         {move || {
             rows.with(|r| r.is_empty())
                 .then(|| view! { <p class="muted">"No groups yet."</p> })

@@ -5,6 +5,8 @@ use lachesis_shared::ledger::StatementLine;
 use lachesis_shared::marketplace::BudgetView;
 use leptos::prelude::*;
 
+use crate::table::DataTable;
+
 use super::Loaded;
 use super::feed::local_clock;
 use super::labels::{short_hash, signed_usdc, usdc};
@@ -129,21 +131,14 @@ pub fn RunLedger(
                     </button>
                 </div>
                 {ledger.error_view()}
-                <div class="table-wrap">
-                    <table>
-                        <thead>
-                            <tr>
-                                <th>"Time"</th>
-                                <th>"Kind"</th>
-                                <th>"Memo"</th>
-                                <th class="num">"Amount (USDC)"</th>
-                                <th>"Counterparty"</th>
-                                <th>"Chain tx"</th>
-                            </tr>
-                        </thead>
-                        <tbody>{rows}</tbody>
-                    </table>
-                </div>
+                <DataTable rows>
+                    <th>"Time"</th>
+                    <th>"Kind"</th>
+                    <th>"Memo"</th>
+                    <th class="num">"Amount (USDC)"</th>
+                    <th>"Counterparty"</th>
+                    <th>"Chain tx"</th>
+                </DataTable>
             </section>
         })
     };

@@ -3,6 +3,8 @@
 use lachesis_shared::marketplace::AgentCard;
 use leptos::prelude::*;
 
+use crate::table::DataTable;
+
 use super::Loaded;
 use super::labels::{judge_label, signed_stat, stat, usdc};
 
@@ -52,31 +54,18 @@ pub fn CardsTable(cards: Loaded<Vec<AgentCard>>) -> impl IntoView {
         <section class="card" id="market-cards">
             <h2>"Agent cards"</h2>
             {cards.error_view()}
-            <div class="table-wrap">
-                <table>
-                    <thead>
-                        <tr>
-                            <th>"Card"</th>
-                            <th class="num">"Price (USDC)"</th>
-                            <th>"Specialties"</th>
-                            <th>"Judge"</th>
-                            <th class="num">"Evaluations"</th>
-                            <th class="num">"Mean score"</th>
-                            <th class="num" title="1 - mean distance to the panel's consensus">
-                                "Agreement"
-                            </th>
-                            <th class="num" title="Mean gap to the consensus (positive: lenient)">
-                                "Bias"
-                            </th>
-                            <th class="num" title="USDC paid per unit of agreement">
-                                "Cost / useful signal"
-                            </th>
-                            <th class="num">"Earned (USDC)"</th>
-                        </tr>
-                    </thead>
-                    <tbody>{rows}</tbody>
-                </table>
-            </div>
+            <DataTable rows>
+                <th>"Card"</th>
+                <th class="num">"Price (USDC)"</th>
+                <th>"Specialties"</th>
+                <th>"Judge"</th>
+                <th class="num">"Evaluations"</th>
+                <th class="num">"Mean score"</th>
+                <th class="num" title="1 - mean distance to the panel's consensus">"Agreement"</th>
+                <th class="num" title="Mean gap to the consensus (positive: lenient)">"Bias"</th>
+                <th class="num" title="USDC paid per unit of agreement">"Cost / useful signal"</th>
+                <th class="num">"Earned (USDC)"</th>
+            </DataTable>
         </section>
     }
 }
