@@ -18,6 +18,7 @@ use crate::pages::marketplace::MarketplacePage;
 use crate::pages::runs::RunsPage;
 use crate::pages::settings::SettingsPage;
 use crate::pages::spatial::{SpatialBenchPage, SpatialLivePage, SpatialSolvePage};
+use crate::pages::tools::ToolsPage;
 
 /// Who is signed in, shared by every page through context.
 #[derive(Clone, Copy)]
@@ -109,6 +110,7 @@ fn Shell() -> impl IntoView {
                 <Route path=path!("/chess/:game") view=GamePage />
                 <Route path=path!("/marketplace") view=MarketplacePage />
                 <Route path=path!("/cats") view=CatsPage />
+                <Route path=path!("/tools") view=ToolsPage />
                 <Route path=path!("/settings") view=SettingsPage />
                 <Route path=path!("/spatial") view=SpatialLivePage />
                 <Route path=path!("/spatial/solve") view=SpatialSolvePage />
@@ -165,6 +167,7 @@ fn Nav() -> impl IntoView {
             <A href="/spatial">"Spatial"</A>
             <A href="/marketplace">"Marketplace"</A>
             <A href="/cats">"Cats"</A>
+            <A href="/tools">"Tools"</A>
             <A href="/settings">"Settings"</A>
             <span class="spacer"></span>
             <LiveIndicator />

@@ -46,6 +46,8 @@ pub enum Topic {
     },
     /// The judge marketplace's feed.
     Marketplace,
+    /// The MCP tools environment's episodes, call by call.
+    Tools,
 }
 
 impl Topic {
@@ -173,6 +175,8 @@ pub enum LiveEvent {
     ChessGame(ChessGameEvent),
     /// A Pay-to-Play round was judged or skipped (stream, on the marketplace topic).
     Market(crate::marketplace::MarketEvent),
+    /// A step of a tool-calling episode (stream, on the tools topic).
+    ToolEpisode(crate::tools::ToolEpisodeEvent),
     /// A spatial scene changed (state: a snapshot or a delta; a reader that misses one sees a
     /// sequence gap and reloads the snapshot over HTTP).
     #[cfg(feature = "spatial")]

@@ -18,6 +18,8 @@ pub enum EnvNeeds {
     Nothing,
     /// The live 3D scene stream its showcase draws on.
     SceneStream,
+    /// The live feed its showcase publishes episodes on.
+    LiveFeed,
     /// The ledger, to pay its judges: it runs only inside `lachesis serve`.
     Ledger,
 }

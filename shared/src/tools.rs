@@ -313,5 +313,65 @@ fn has_json_type(value: &Value, expected: &str) -> bool {
     }
 }
 
+/// One step of a tool-calling episode, as the browser's episode page shows it live.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolEpisodeEvent {
+    /// Which episode (they may interleave).
+    pub episode: u64,
+    /// What happened.
+    pub step: ToolEpisodeStep,
+}
+
+/// What happened in a tool-calling episode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ToolEpisodeStep {
+    /// The episode began with this task.
+    Started {
+        /// What the model was asked.
+        task: String,
+        /// The task's kind.
+        template: String,
+        /// How many tools are offered (each follows as an `Offered` step).
+        tools: usize,
+    },
+    /// A tool offered to the model, with its schema.
+    Offered {
+        /// The tool.
+        tool: ToolSpec,
+        /// The server offering it.
+        server: String,
+    },
+    /// The model called a tool.
+    Called {
+        /// The call.
+        call: ToolCall,
+        /// The server that ran it, if any did.
+        server: Option<String>,
+        /// What came back (or why it did not run), cut for display.
+        result: String,
+        /// The call failed or was refused.
+        failed: bool,
+    },
+    /// A model turn that was not a well-formed call.
+    Malformed {
+        /// Why.
+        error: String,
+    },
+    /// The episode ended.
+    Finished {
+        /// The model's final answer, if it gave one.
+        answer: Option<String>,
+        /// Whether the outcome check held.
+        solved: bool,
+        /// The reward.
+        score: f64,
+        /// What the check looked at.
+        check: String,
+        /// A server failure that ended it early.
+        server_failure: Option<String>,
+    },
+}
+
 #[cfg(test)]
 mod tests;

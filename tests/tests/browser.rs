@@ -114,3 +114,77 @@ async fn a_signed_in_browser_sees_posted_groups_arrive_live() {
     let me: Value = joined.json().await.unwrap();
     assert_eq!(me["teams"][0]["team"], TEAM, "{me}");
 }
+
+/// Publishes through the live bridge on the test server's database, as the server's own feed does.
+struct BridgeFeed(sqlx::PgPool);
+
+impl lachesis::envs::in_process::LiveFeed for BridgeFeed {
+    fn publish(
+        &self,
+        event: lachesis_shared::live::LiveEvent,
+    ) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let topic = lachesis_shared::live::Topic::Tools;
+            let _ = lachesis::live::bridge::publish(&self.0, &topic, &event).await;
+        })
+    }
+}
+
+/// The tools page watches real MCP episodes (the scripted solver on the reference servers) call
+/// by call: the task, the offered tools' schemas, a call's arguments and result, the outcome.
+#[tokio::test]
+async fn the_tools_page_shows_episodes_call_by_call() {
+    use lachesis::envs::mcp_tools::{McpToolsEnv, episode::Observer, solver::PlanPolicy};
+
+    check_prerequisites();
+    let app = TestApp::spawn().await;
+    let feed = BridgeFeed(lachesis::db::connect(&app.database_url, 2).await.unwrap());
+    let env = McpToolsEnv::new(&lachesis::envs::EnvOptions::default()).expect("default settings");
+    let feeder = async {
+        for episode in 0.. {
+            let task = env.task(100 + episode).await.expect("a task");
+            let policy = PlanPolicy::new(task.clone());
+            let observer = Observer {
+                feed: Some(&feed),
+                episode,
+            };
+            env.play_observed(&task, &policy, &observer)
+                .await
+                .expect("the solver plays");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    };
+    let run = tokio::select! {
+        run = run_script("tools.mjs", &app.base, &[], Duration::from_secs(180)) => run,
+        () = feeder => unreachable!("the feeder plays until the page has seen an episode"),
+    };
+    let report = run.passed();
+    assert!(!report["task"].as_str().unwrap().is_empty(), "{report:#}");
+    assert!(
+        report["tools_offered"]
+            .as_str()
+            .unwrap()
+            .ends_with("tools offered"),
+        "{report:#}"
+    );
+    assert!(
+        report["schema_shown"]
+            .as_str()
+            .unwrap()
+            .contains("\"type\""),
+        "{report:#}"
+    );
+    assert!(
+        !report["call_name"].as_str().unwrap().is_empty(),
+        "{report:#}"
+    );
+    assert!(
+        !report["call_result"].as_str().unwrap().is_empty(),
+        "{report:#}"
+    );
+    assert_eq!(report["solved"], "true", "{report:#}");
+    assert!(
+        report["outcome"].as_str().unwrap().contains("Solved"),
+        "{report:#}"
+    );
+}

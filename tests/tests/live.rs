@@ -212,7 +212,10 @@ fn step_of(msg: &ServerMsg) -> Option<i64> {
         LiveEvent::Trainer(point) => Some(point.step),
         LiveEvent::Group(group) => Some(group.id),
         LiveEvent::Status(status) => Some(status.step),
-        LiveEvent::ChessMove(_) | LiveEvent::ChessGame(_) | LiveEvent::Market(_) => None,
+        LiveEvent::ChessMove(_)
+        | LiveEvent::ChessGame(_)
+        | LiveEvent::Market(_)
+        | LiveEvent::ToolEpisode(_) => None,
         // Scene events have no step; these tests publish none.
         LiveEvent::Scene(_) => None,
     }

@@ -11,13 +11,13 @@
 use std::sync::Arc;
 
 use anyhow::Context;
-use lachesis_shared::live::Topic;
+use lachesis_shared::live::{LiveEvent, Topic};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::AppState;
 use crate::envs::EnvError;
-use crate::envs::in_process::{EnvSpec, LiveScene, ServerParts, Showcase, showcase};
+use crate::envs::in_process::{EnvSpec, LiveFeed, LiveScene, ServerParts, Showcase, showcase};
 use crate::envs::pay_to_play::Marketplace;
 use crate::envs::registry;
 use crate::envs::runner::{self, RunnerConfig};
@@ -33,7 +33,30 @@ struct Parts<'a> {
     shutdown: watch::Receiver<bool>,
 }
 
+/// Publishes through the live bridge, so viewers on every instance see the events.
+struct BridgeFeed {
+    db: sqlx::PgPool,
+    topic: Topic,
+}
+
+impl LiveFeed for BridgeFeed {
+    fn publish(&self, event: LiveEvent) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if let Err(e) = crate::live::bridge::publish(&self.db, &self.topic, &event).await {
+                tracing::debug!(error = %e, topic = ?self.topic, "live event not published");
+            }
+        })
+    }
+}
+
 impl ServerParts for Parts<'_> {
+    fn live_feed(&self, topic: Topic) -> Arc<dyn LiveFeed> {
+        Arc::new(BridgeFeed {
+            db: self.state.db.clone(),
+            topic,
+        })
+    }
+
     fn live_scene(&self) -> LiveScene {
         let (streamer, _player) = SceneStreamer::spawn(
             self.state.db.clone(),

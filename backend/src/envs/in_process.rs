@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use lachesis_shared::live::Topic;
+use lachesis_shared::live::{LiveEvent, Topic};
 use tokio::sync::watch;
 
 use super::pay_to_play::Marketplace;
@@ -58,6 +58,14 @@ pub trait ServerParts {
     /// The platform's Pay-to-Play marketplace: its ledger, its settler and judges that hear (and
     /// pay) only the platform's cards, the model answering for model cards.
     fn marketplace(&self) -> Marketplace;
+    /// Where an environment publishes what its viewers on `topic` see.
+    fn live_feed(&self, topic: Topic) -> Arc<dyn LiveFeed>;
+}
+
+/// Publishes live events on one topic, best effort: a lost event costs a viewer one line, never
+/// the environment its episode.
+pub trait LiveFeed: Send + Sync {
+    fn publish(&self, event: LiveEvent) -> BoxFuture<'_, ()>;
 }
 
 /// The live scene lent to an environment: where its episodes play, and the topic viewers of that

@@ -18,6 +18,8 @@ pub enum ServerNeeds {
     Nothing,
     /// The live 3D scene stream its showcase draws on (`/spatial` in the browser).
     SceneStream,
+    /// The live feed its showcase publishes episodes on (`/tools` in the browser).
+    LiveFeed,
     /// The ledger, to pay its judges: it runs only inside `lachesis serve`.
     Ledger,
 }
@@ -91,9 +93,14 @@ pub const REGISTRY: &[EnvDescriptor] = &[
         description: "Tasks done by calling real MCP servers (filesystem, memory, git, \
                       everything) over several turns; the reward checks what the tools did, \
                       less a penalty per wasted call and per malformed call.",
-        needs: ServerNeeds::Nothing,
+        needs: ServerNeeds::LiveFeed,
         build: Some(|o| Ok(Box::new(super::mcp_tools::McpToolsEnv::new(o)?))),
-        hosted: None,
+        // Its showcase's episodes appear call by call on the tools page while someone watches.
+        hosted: Some(|o, parts| {
+            let env =
+                super::mcp_tools::McpToolsEnv::new(o)?.with_feed(parts.live_feed(Topic::Tools));
+            Ok(Hosted::showcased(env, Topic::Tools))
+        }),
     },
     EnvDescriptor {
         name: super::pay_to_play::NAME,
@@ -219,6 +226,19 @@ mod tests {
 
         fn marketplace(&self) -> Marketplace {
             panic!("only pay_to_play asks for the marketplace")
+        }
+
+        fn live_feed(&self, _topic: Topic) -> Arc<dyn super::super::in_process::LiveFeed> {
+            Arc::new(Silent)
+        }
+    }
+
+    /// Drops what it is given.
+    struct Silent;
+
+    impl super::super::in_process::LiveFeed for Silent {
+        fn publish(&self, _event: lachesis_shared::live::LiveEvent) -> BoxFuture<'_, ()> {
+            futures::future::ready(()).boxed()
         }
     }
 

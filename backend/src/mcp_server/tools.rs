@@ -84,6 +84,7 @@ impl LachesisMcp {
                 needs: match env.needs {
                     ServerNeeds::Nothing => EnvNeeds::Nothing,
                     ServerNeeds::SceneStream => EnvNeeds::SceneStream,
+                    ServerNeeds::LiveFeed => EnvNeeds::LiveFeed,
                     ServerNeeds::Ledger => EnvNeeds::Ledger,
                 },
             })

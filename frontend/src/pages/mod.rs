@@ -10,3 +10,4 @@ pub mod runs;
 pub mod settings;
 pub mod spatial;
 pub mod tasks;
+pub mod tools;

@@ -8,7 +8,10 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use lachesis_inference::ChatMessage;
-use lachesis_shared::tools::{ToolCall, ToolSpec, check_call, parse_assistant_turn};
+use lachesis_shared::live::LiveEvent;
+use lachesis_shared::tools::{
+    ToolCall, ToolEpisodeEvent, ToolEpisodeStep, ToolSpec, check_call, parse_assistant_turn,
+};
 use serde::{Deserialize, Serialize};
 
 use super::checks;
@@ -16,6 +19,7 @@ use super::client::McpError;
 use super::sandbox::{Sandbox, ServerKind};
 use super::tasks::Task;
 use crate::envs::EnvError;
+use crate::envs::in_process::LiveFeed;
 use crate::policy::{Policy, PolicyRequest, Rollout, join_turns};
 
 /// What bounds an episode.
@@ -67,6 +71,47 @@ pub struct Episode {
 pub const SYSTEM: &str = "You complete tasks with the tools you are given. Paths are relative to \
 your working folder. Call tools until the task is done, then reply briefly without a tool call.";
 
+/// Longest tool result a viewer is sent (the model may read more).
+const SHOWN_RESULT_CHARS: usize = 600;
+
+/// Where an episode's steps are shown as they happen, if anywhere.
+pub struct Observer<'a> {
+    pub feed: Option<&'a dyn LiveFeed>,
+    pub episode: u64,
+}
+
+impl Observer<'_> {
+    /// Shown nowhere.
+    pub const NONE: Observer<'static> = Observer {
+        feed: None,
+        episode: 0,
+    };
+
+    async fn emit(&self, step: ToolEpisodeStep) {
+        if let Some(feed) = self.feed {
+            let event = ToolEpisodeEvent {
+                episode: self.episode,
+                step,
+            };
+            feed.publish(LiveEvent::ToolEpisode(event)).await;
+        }
+    }
+}
+
+fn cut(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((end, _)) => format!("{} [cut]", &text[..end]),
+        None => text.to_string(),
+    }
+}
+
+fn server_name(kind: ServerKind) -> String {
+    serde_json::to_value(kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
 /// The tools of every connected server, each name routed to the first server offering it.
 async fn offered(
     sandbox: &mut Sandbox,
@@ -90,10 +135,27 @@ pub async fn play(
     policy: &dyn Policy,
     request: &PolicyRequest,
     limits: &EpisodeLimits,
+    observer: &Observer<'_>,
 ) -> Result<Episode, EnvError> {
     let (tools, route) = offered(sandbox)
         .await
         .map_err(|e| EnvError::Other(e.to_string()))?;
+    observer
+        .emit(ToolEpisodeStep::Started {
+            task: task.prompt.clone(),
+            template: task.template.clone(),
+            tools: tools.len(),
+        })
+        .await;
+    for tool in &tools {
+        let server = route.get(&tool.name).copied().map(server_name);
+        observer
+            .emit(ToolEpisodeStep::Offered {
+                tool: tool.clone(),
+                server: server.unwrap_or_default(),
+            })
+            .await;
+    }
     let mut episode = Episode {
         messages: vec![
             ChatMessage::new("system", SYSTEM),
@@ -134,6 +196,11 @@ pub async fn play(
             Ok(turn) => turn,
             Err(error) => {
                 episode.malformed_turns += 1;
+                observer
+                    .emit(ToolEpisodeStep::Malformed {
+                        error: error.to_string(),
+                    })
+                    .await;
                 episode.messages.push(ChatMessage::new(
                     "tool",
                     format!("Error: {error}. No tool was run."),
@@ -149,6 +216,14 @@ pub async fn play(
             let record = run_call(call, &tools, &route, sandbox, limits).await;
             let gone = record.1;
             let record = record.0;
+            observer
+                .emit(ToolEpisodeStep::Called {
+                    call: record.call.clone(),
+                    server: record.server.map(server_name),
+                    result: cut(&record.result, SHOWN_RESULT_CHARS),
+                    failed: record.failed,
+                })
+                .await;
             episode
                 .messages
                 .push(ChatMessage::new("tool", record.result.clone()));
@@ -168,6 +243,15 @@ pub async fn play(
         - WASTED_CALL_PENALTY * episode.wasted_calls as f64
         - MALFORMED_TURN_PENALTY * episode.malformed_turns as f64)
         .max(-1.0);
+    observer
+        .emit(ToolEpisodeStep::Finished {
+            answer: episode.answer.clone(),
+            solved: episode.solved,
+            score: episode.score,
+            check: task.check.describe(),
+            server_failure: episode.server_failure.clone(),
+        })
+        .await;
     Ok(episode)
 }
 
@@ -201,9 +285,8 @@ async fn run_call(
     {
         Ok(result) => {
             let mut text = result.text;
-            if let Some((cut, _)) = text.char_indices().nth(limits.max_result_chars) {
-                text.truncate(cut);
-                text.push_str(" [cut]");
+            if text.chars().nth(limits.max_result_chars).is_some() {
+                text = cut(&text, limits.max_result_chars);
             }
             let record = CallRecord {
                 call,

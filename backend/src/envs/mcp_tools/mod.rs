@@ -4,6 +4,7 @@
 //! servers' live tool lists; the reward comes from the outcome (what the tools actually did),
 //! less a penalty per wasted call and per malformed turn.
 
+pub mod bfcl;
 pub mod checks;
 pub mod cli;
 pub mod client;
@@ -16,7 +17,8 @@ pub mod tasks;
 #[cfg(test)]
 mod tests;
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lachesis_inference::ChatMessage;
@@ -26,14 +28,16 @@ use rand::rngs::StdRng;
 use serde::Deserialize;
 use tokio::sync::OnceCell;
 
-use self::episode::{Episode, EpisodeLimits};
+use self::episode::{Episode, EpisodeLimits, Observer};
 use self::sandbox::{Sandbox, ServerKind, ServerPrograms};
 use self::tasks::{Catalogue, Task};
+use super::in_process::{LiveFeed, SHOWCASE_PAUSE, Showcase};
 use super::{
     Collected, Env, EnvConfig, EnvError, EnvOptions, EvalOutcome, Item, ScoredSequence, SeedItem,
     metrics, parse_settings, some_item,
 };
 use crate::policy::{Policy, PolicyRequest};
+use futures::future::BoxFuture;
 
 pub const NAME: &str = "mcp_tools";
 
@@ -63,6 +67,8 @@ pub struct McpToolsSettings {
     pub max_result_chars: usize,
     /// Tasks in one `evaluate` pass.
     pub eval_tasks: usize,
+    /// BFCL questions per category added to `evaluate` (`eval/bfcl_<category>`); 0: none.
+    pub bfcl_per_category: usize,
 }
 
 impl Default for McpToolsSettings {
@@ -76,6 +82,7 @@ impl Default for McpToolsSettings {
             connect_timeout_ms: 30_000,
             max_result_chars: 4_000,
             eval_tasks: 20,
+            bfcl_per_category: 0,
         }
     }
 }
@@ -87,6 +94,9 @@ pub struct McpToolsEnv {
     rng: Mutex<StdRng>,
     eval_seed: u64,
     catalogue: OnceCell<Catalogue>,
+    /// Where the showcase's episodes are shown (the server's tools page).
+    feed: Option<Arc<dyn LiveFeed>>,
+    shown: AtomicU64,
 }
 
 impl McpToolsEnv {
@@ -111,7 +121,15 @@ impl McpToolsEnv {
             rng: Mutex::new(StdRng::seed_from_u64(options.seed)),
             eval_seed: options.seed ^ 0xe7a1,
             catalogue: OnceCell::new(),
+            feed: None,
+            shown: AtomicU64::new(0),
         })
+    }
+
+    /// Shows the showcase's episodes on `feed`.
+    pub fn with_feed(mut self, feed: Arc<dyn LiveFeed>) -> Self {
+        self.feed = Some(feed);
+        self
     }
 
     /// Where this environment finds the servers (tests point it elsewhere).
@@ -167,6 +185,16 @@ impl McpToolsEnv {
 
     /// One episode of `task` in a fresh sandbox with the servers it needs.
     pub async fn play(&self, task: &Task, policy: &dyn Policy) -> Result<Episode, EnvError> {
+        self.play_observed(task, policy, &Observer::NONE).await
+    }
+
+    /// One episode of `task`, each step shown through `observer` as it happens.
+    pub async fn play_observed(
+        &self,
+        task: &Task,
+        policy: &dyn Policy,
+        observer: &Observer<'_>,
+    ) -> Result<Episode, EnvError> {
         let kinds: Vec<ServerKind> = task.servers.iter().copied().collect();
         let mut sandbox = Sandbox::open(&self.programs, &kinds, self.connect_timeout())
             .await
@@ -175,7 +203,15 @@ impl McpToolsEnv {
             tokio::fs::write(sandbox.files().join(&seeded.path), &seeded.content).await?;
         }
         let request = self.request();
-        episode::play(task, &mut sandbox, policy, &request, &self.limits()).await
+        episode::play(
+            task,
+            &mut sandbox,
+            policy,
+            &request,
+            &self.limits(),
+            observer,
+        )
+        .await
     }
 
     /// The tools of the servers `task` uses, as discovered.
@@ -242,6 +278,24 @@ impl McpToolsEnv {
     }
 }
 
+impl Showcase for McpToolsEnv {
+    fn prepare(&self) -> BoxFuture<'_, Result<(), EnvError>> {
+        Box::pin(async { self.catalogue().await.map(|_| ()) })
+    }
+
+    fn show_one<'a>(&'a self, policy: &'a dyn Policy) -> BoxFuture<'a, Result<Duration, EnvError>> {
+        Box::pin(async move {
+            let task = self.task(SeedItem::draw(&self.rng)).await?;
+            let observer = Observer {
+                feed: self.feed.as_deref(),
+                episode: self.shown.fetch_add(1, Ordering::Relaxed),
+            };
+            self.play_observed(&task, policy, &observer).await?;
+            Ok(SHOWCASE_PAUSE)
+        })
+    }
+}
+
 impl Env for McpToolsEnv {
     const NAME: &'static str = NAME;
 
@@ -305,14 +359,22 @@ impl Env for McpToolsEnv {
             }));
         }
         let n = n as f64;
-        Ok(EvalOutcome {
-            metrics: metrics(&[
-                ("eval/solved", solved / n),
-                ("eval/mean_score", score / n),
-                ("eval/malformed_turns_per_episode", malformed / n),
-                ("eval/calls_per_episode", calls / n),
-            ]),
-            samples,
-        })
+        let mut metrics = metrics(&[
+            ("eval/solved", solved / n),
+            ("eval/mean_score", score / n),
+            ("eval/malformed_turns_per_episode", malformed / n),
+            ("eval/calls_per_episode", calls / n),
+        ]);
+        if self.settings.bfcl_per_category > 0 {
+            let bfcl = bfcl::metrics(
+                policy,
+                self.settings.bfcl_per_category,
+                self.config.max_tokens,
+            )
+            .await
+            .map_err(|e| EnvError::Other(format!("BFCL: {e}")))?;
+            metrics.extend(bfcl);
+        }
+        Ok(EvalOutcome { metrics, samples })
     }
 }

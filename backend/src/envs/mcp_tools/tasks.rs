@@ -65,6 +65,28 @@ pub enum Check {
     AnswerIs { value: i64 },
 }
 
+impl Check {
+    /// What the check looks at, in a line for people.
+    pub fn describe(&self) -> String {
+        match self {
+            Check::FileHolds { path, content } => format!("`{path}` holds {content:?}"),
+            Check::FileMoved { from, to, .. } => format!("`{from}` was moved to `{to}`"),
+            Check::MemoryRelation { from, to, relation } => {
+                format!("the memory graph has {from} -{relation}-> {to}")
+            }
+            Check::MemoryObservation {
+                entity,
+                observation,
+            } => format!("the memory graph says {entity} {observation}"),
+            Check::Committed { message, path, .. } => {
+                format!("the last commit is {message:?} and holds `{path}`")
+            }
+            Check::Branch { name } => format!("the branch `{name}` exists"),
+            Check::AnswerIs { value } => format!("the answer is {value}"),
+        }
+    }
+}
+
 /// Something written into the world before the episode starts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Seeded {

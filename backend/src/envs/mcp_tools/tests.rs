@@ -284,7 +284,14 @@ async fn a_server_killed_mid_episode_ends_it_with_a_typed_failure_and_a_score() 
         taken: Mutex::new(0),
     };
     let (request, limits) = (env.request(), env.limits());
-    let play = episode::play(&task, &mut sandbox, &policy, &request, &limits);
+    let play = episode::play(
+        &task,
+        &mut sandbox,
+        &policy,
+        &request,
+        &limits,
+        &episode::Observer::NONE,
+    );
     let episode = tokio::time::timeout(Duration::from_secs(60), play)
         .await
         .expect("nothing hangs")
@@ -377,4 +384,86 @@ async fn the_gold_call_mode_scores_answers_against_the_plan_without_running_them
     let none = Answers(vec!["no".into(), "no".into()]);
     let collected = Env::collect(&env, item, &none).await.expect("collected");
     assert!(collected.group.is_none());
+}
+
+/// Keeps what is published.
+#[derive(Default)]
+struct Recorded(Mutex<Vec<lachesis_shared::live::LiveEvent>>);
+
+impl crate::envs::in_process::LiveFeed for Recorded {
+    fn publish(&self, event: lachesis_shared::live::LiveEvent) -> BoxFuture<'_, ()> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(event);
+        Box::pin(async {})
+    }
+}
+
+#[tokio::test]
+async fn an_observed_episode_is_shown_step_by_step() {
+    use lachesis_shared::live::LiveEvent;
+    use lachesis_shared::tools::ToolEpisodeStep as Step;
+
+    let task = sum_task();
+    let tasks::Check::AnswerIs { value } = task.check else {
+        panic!("the sum task checks the answer");
+    };
+    let call = lachesis_shared::tools::render_call(&lachesis_shared::tools::ToolCall {
+        name: "get-sum".into(),
+        arguments: task.plan[0].arguments.clone(),
+    });
+    let policy = Scripted {
+        turns: vec![call, value.to_string()],
+        before_turn: Box::new(|_| {}),
+        taken: Mutex::new(0),
+    };
+    let feed = Recorded::default();
+    let observer = episode::Observer {
+        feed: Some(&feed),
+        episode: 7,
+    };
+    let episode = env()
+        .play_observed(&task, &policy, &observer)
+        .await
+        .expect("played");
+    assert!(episode.solved);
+    let steps: Vec<Step> = feed
+        .0
+        .into_inner()
+        .unwrap()
+        .into_iter()
+        .map(|event| match event {
+            LiveEvent::ToolEpisode(e) if e.episode == 7 => e.step,
+            other => panic!("unexpected event {other:?}"),
+        })
+        .collect();
+    let Step::Started {
+        tools, template, ..
+    } = &steps[0]
+    else {
+        panic!("starts with the task: {:?}", steps[0]);
+    };
+    assert_eq!(template, "sum");
+    let offered = steps
+        .iter()
+        .filter(|s| matches!(s, Step::Offered { .. }))
+        .count();
+    assert_eq!(offered, *tools);
+    assert_eq!(offered, episode.tools.len());
+    match &steps[1 + offered] {
+        Step::Called {
+            call,
+            server,
+            result,
+            failed,
+        } => {
+            assert_eq!(call.name, "get-sum");
+            assert_eq!(server.as_deref(), Some("everything"));
+            assert!(result.contains(&value.to_string()) && !failed, "{result}");
+        }
+        other => panic!("then the call: {other:?}"),
+    }
+    assert!(matches!(
+        steps.last(),
+        Some(Step::Finished { solved: true, answer: Some(a), .. }) if *a == value.to_string()
+    ));
+    assert_eq!(steps.len(), offered + 3);
 }
