@@ -16,12 +16,17 @@ if [[ -z ${LACHESIS_MODEL:-} && -z ${LACHESIS_NO_EMBEDDED_MODEL:-} ]]; then
     export LACHESIS_MODEL
 fi
 BIN=$(lachesis_target_dir)/release/lachesis
-# With a model, the spatial and Pay-to-Play environments run in the server: /spatial shows the
-# model attempting tasks live, /marketplace its judged episodes, payments and budget (LACHESIS_ENVS
-# names other environments instead, `;`-separated).
+# With a model, the spatial, Pay-to-Play and MCP tools environments run in the server: /spatial
+# shows the model attempting tasks live, /marketplace its judged episodes, payments and budget,
+# /tools its tool calls on real MCP servers (LACHESIS_ENVS names other environments instead,
+# `;`-separated).
 if [[ -z ${LACHESIS_ENVS:-} && -z ${LACHESIS_NO_EMBEDDED_MODEL:-} ]]; then
-    export LACHESIS_ENVS="spatial;pay_to_play"
+    export LACHESIS_ENVS="spatial;pay_to_play;mcp_tools"
 fi
+# The reference MCP servers the mcp_tools environment starts per episode.
+LACHESIS_MCP_GIT=$(scripts/ensure-mcp-servers.sh)
+export LACHESIS_MCP_GIT
+export LACHESIS_MCP_BIN=$LACHESIS_REPO/node_modules/.bin
 
 if [[ -z ${DATABASE_URL:-} ]]; then
     PG_PORT=${LACHESIS_PG_PORT:-54329}
