@@ -346,6 +346,22 @@ pub fn parse_settings<T: serde::de::DeserializeOwned>(
         .map_err(|e| EnvError::InvalidOption(format!("{name}: {e}")))
 }
 
+/// An item as the environment's own item type; anything else is an invalid item.
+pub fn parse_item<T: serde::de::DeserializeOwned>(item: Item) -> Result<T, EnvError> {
+    serde_json::from_value(item).map_err(|e| EnvError::InvalidItem(e.to_string()))
+}
+
+/// A fixed evaluation set: `size` items drawn from `seed`, the same at every run.
+pub fn fixed_set<T>(
+    seed: u64,
+    size: usize,
+    mut draw: impl FnMut(&mut rand::rngs::StdRng) -> T,
+) -> Vec<T> {
+    use rand::SeedableRng;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    (0..size).map(|_| draw(&mut rng)).collect()
+}
+
 /// A one-key item that only carries the seed its task is drawn from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -355,7 +371,7 @@ pub struct SeedItem {
 
 impl SeedItem {
     pub fn parse(item: Item) -> Result<Self, EnvError> {
-        serde_json::from_value(item).map_err(|e| EnvError::InvalidItem(e.to_string()))
+        parse_item(item)
     }
 
     /// The next seed of an environment's stream (a poisoned lock still holds a usable RNG).

@@ -209,10 +209,9 @@ impl ArithmeticEnv {
             ..EnvConfig::default()
         };
         let config = EnvConfig::from_options(options, defaults)?;
-        let mut eval_rng = StdRng::seed_from_u64(EVAL_SEED);
-        let eval_set = (0..settings.eval_size)
-            .map(|_| Problem::random(&mut eval_rng, settings.max_operand, settings.max_factor))
-            .collect();
+        let eval_set = super::fixed_set(EVAL_SEED, settings.eval_size, |rng| {
+            Problem::random(rng, settings.max_operand, settings.max_factor)
+        });
         Ok(Self {
             config,
             rng: Mutex::new(StdRng::seed_from_u64(options.seed)),
@@ -288,8 +287,7 @@ impl Env for ArithmeticEnv {
     }
 
     async fn collect(&self, item: Item, policy: &dyn Policy) -> Result<Collected, EnvError> {
-        let problem: Problem =
-            serde_json::from_value(item).map_err(|e| EnvError::InvalidItem(e.to_string()))?;
+        let problem: Problem = super::parse_item(item)?;
         let request = self.request(&problem, self.config.group_size, self.config.temperature);
         let prompt = request.messages.clone();
         let rollouts = policy.complete(request).await?;

@@ -82,21 +82,26 @@ pub struct Dialogue {
     pub verdict: String,
 }
 
+/// What every caretaker environment starts from (this one, and Pay-to-Play's judged version):
+/// short answers in groups of four, and the shipped cat data.
+pub fn caretaker_basics(options: &EnvOptions) -> Result<(EnvConfig, &'static CatData), EnvError> {
+    let defaults = EnvConfig {
+        group_size: 4,
+        max_tokens: 64,
+        ..EnvConfig::default()
+    };
+    let config = EnvConfig::from_options(options, defaults)?;
+    let data = CatData::builtin().map_err(|e| EnvError::Other(e.to_string()))?;
+    Ok((config, data))
+}
+
 impl CatCaretakerEnv {
     pub fn new(options: &EnvOptions) -> Result<Self, EnvError> {
         let settings: Settings = parse_settings(NAME, options)?;
         if !(1..=8).contains(&settings.max_turns) {
             return Err(EnvError::InvalidOption("max_turns must be 1..=8".into()));
         }
-        let config = EnvConfig::from_options(
-            options,
-            EnvConfig {
-                group_size: 4,
-                max_tokens: 64,
-                ..EnvConfig::default()
-            },
-        )?;
-        let data = CatData::builtin().map_err(|e| EnvError::Other(e.to_string()))?;
+        let (config, data) = caretaker_basics(options)?;
         Ok(Self {
             config,
             settings,

@@ -184,10 +184,9 @@ impl ChessPlayerEnv {
                 ..EnvConfig::default()
             },
         )?;
-        let mut eval_rng = StdRng::seed_from_u64(EVAL_SEED);
-        let eval_set = (0..settings.eval_size)
-            .map(|_| draw_position(&mut eval_rng, &settings))
-            .collect();
+        let eval_set = super::fixed_set(EVAL_SEED, settings.eval_size, |rng| {
+            draw_position(rng, &settings)
+        });
         Ok(Self {
             config,
             rng: Mutex::new(StdRng::seed_from_u64(options.seed)),
@@ -232,8 +231,7 @@ impl Env for ChessPlayerEnv {
     }
 
     async fn collect(&self, item: Item, policy: &dyn Policy) -> Result<Collected, EnvError> {
-        let position: PositionItem =
-            serde_json::from_value(item).map_err(|e| EnvError::InvalidItem(e.to_string()))?;
+        let position: PositionItem = super::parse_item(item)?;
         let pos =
             rules::parse_fen(&position.fen).map_err(|e| EnvError::InvalidItem(e.to_string()))?;
         let request = self.request(

@@ -130,15 +130,7 @@ impl PayToPlayEnv {
                 "run must be letters, digits and _.:- only".into(),
             ));
         }
-        let config = EnvConfig::from_options(
-            options,
-            EnvConfig {
-                group_size: 4,
-                max_tokens: 64,
-                ..EnvConfig::default()
-            },
-        )?;
-        let data = CatData::builtin().map_err(|e| EnvError::Other(e.to_string()))?;
+        let (config, data) = crate::envs::cat_caretaker::env::caretaker_basics(options)?;
         Ok(Self {
             config,
             settings,

@@ -264,8 +264,7 @@ impl Env for SpatialEnv {
     }
 
     async fn collect(&self, item: Item, policy: &dyn Policy) -> Result<Collected, EnvError> {
-        let task_ref: TaskRef =
-            serde_json::from_value(item).map_err(|e| EnvError::InvalidItem(e.to_string()))?;
+        let task_ref: TaskRef = super::parse_item(item)?;
         if !lachesis_shared::spatial::DIFFICULTIES.contains(&task_ref.difficulty) {
             return Err(EnvError::InvalidItem(format!(
                 "difficulty {} is not 1 to 4",
