@@ -89,7 +89,9 @@ pub fn check(
             };
             check_call(find_doc(functions, &want.name)?, &calls[0], want)
         }
-        Category::Parallel | Category::ParallelMultiple => check_unordered(functions, expected, calls),
+        Category::Parallel | Category::ParallelMultiple => {
+            check_unordered(functions, expected, calls)
+        }
     }
 }
 
@@ -259,15 +261,20 @@ fn check_param(
         .get("type")
         .and_then(Value::as_str)
         .ok_or_else(|| bad(format!("{function}'s {param:?} has no type")))?;
-    let documented = PyType::documented(type_name)
-        .ok_or_else(|| bad(format!("{function}'s {param:?} has unknown type {type_name:?}")))?;
+    let documented = PyType::documented(type_name).ok_or_else(|| {
+        bad(format!(
+            "{function}'s {param:?} has unknown type {type_name:?}"
+        ))
+    })?;
     let nested = if matches!(type_name, "array" | "tuple") {
         let inner = schema
             .pointer("/items/type")
             .and_then(Value::as_str)
             .ok_or_else(|| bad(format!("{function}'s {param:?} has no item type")))?;
         Some(PyType::documented(inner).ok_or_else(|| {
-            bad(format!("{function}'s {param:?} has unknown item type {inner:?}"))
+            bad(format!(
+                "{function}'s {param:?} has unknown item type {inner:?}"
+            ))
         })?)
     } else {
         None
@@ -276,8 +283,13 @@ fn check_param(
     let converted;
     let value = match value {
         Value::Number(n) if type_name == "float" && !n.is_f64() => {
-            let as_float = n.as_i64().map(|i| i as f64).or_else(|| n.as_u64().map(|u| u as f64));
-            converted = as_float.and_then(serde_json::Number::from_f64).map(Value::Number);
+            let as_float = n
+                .as_i64()
+                .map(|i| i as f64)
+                .or_else(|| n.as_u64().map(|u| u as f64));
+            converted = as_float
+                .and_then(serde_json::Number::from_f64)
+                .map(Value::Number);
             converted.as_ref().unwrap_or(value)
         }
         _ => value,

@@ -80,8 +80,13 @@ pub async fn evaluate(
         }
         questions.extend(loaded);
     }
-    let outcomes: Vec<QuestionOutcome> = futures::stream::iter(&questions)
+    // The futures are made up front: a stream mapping over borrowed questions would make the
+    // caller's future not `Send` (a known limit of closures over higher-ranked lifetimes).
+    let asks: Vec<_> = questions
+        .iter()
         .map(|question| ask(policy, question, max_tokens))
+        .collect();
+    let outcomes: Vec<QuestionOutcome> = futures::stream::iter(asks)
         .buffered(CONCURRENCY)
         .collect::<Vec<_>>()
         .await
@@ -147,4 +152,29 @@ async fn ask(
         unparsed: parsed.is_err(),
         failure,
     })
+}
+
+/// The fewest tokens an answer gets: four parallel calls in `<tool_call>` blocks take ~250, and a
+/// budget cut short would be scored as the model's mistake.
+pub const MIN_MAX_TOKENS: usize = 512;
+
+/// `eval/bfcl_<category>` accuracies over the first `per_category` questions of each category, for
+/// an environment's evaluation; the data directory is [`super::data_dir`].
+pub async fn metrics(
+    policy: &dyn Policy,
+    per_category: usize,
+    max_tokens: usize,
+) -> Result<std::collections::BTreeMap<String, f64>, BfclError> {
+    let report = evaluate(
+        policy,
+        &super::data_dir(),
+        Some(per_category),
+        max_tokens.max(MIN_MAX_TOKENS),
+    )
+    .await?;
+    Ok(report
+        .categories
+        .iter()
+        .map(|s| (format!("eval/bfcl_{}", s.category), s.accuracy()))
+        .collect())
 }

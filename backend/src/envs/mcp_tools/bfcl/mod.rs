@@ -24,7 +24,7 @@ use serde_json::Value;
 use crate::policy::PolicyError;
 
 pub use checker::{Mismatch, check};
-pub use eval::{BfclReport, CategoryScore, QuestionOutcome, evaluate};
+pub use eval::{BfclReport, CategoryScore, MIN_MAX_TOKENS, QuestionOutcome, evaluate, metrics};
 pub use schema::tool_spec;
 
 /// Where the data are looked for when `LACHESIS_BFCL_DIR` is unset, relative to the working
