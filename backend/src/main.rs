@@ -76,6 +76,8 @@ enum BenchCommand {
     Generate(lachesis::bench::generate::GenerateBenchArgs),
     /// Live hub fan-out: delivery latency and server memory with N WebSocket watchers.
     Fanout(lachesis::bench::fanout::FanoutBenchArgs),
+    /// MCP tool-call round trips of our client (rmcp) against the Python SDK's, on one server.
+    Mcp(lachesis::bench::mcp::McpBenchArgs),
     /// The chess agent's time to answer a move at its default depth.
     Chess(lachesis::chess::cli::MoveLatencyArgs),
     /// Ledger payments/s with many concurrent payers, then a reconcile.
@@ -229,6 +231,13 @@ fn main() -> anyhow::Result<()> {
             } => {
                 let reports = lachesis::bench::generate::run_generate_bench(args).await?;
                 lachesis::bench::generate::print_generate_reports(&reports);
+                Ok(())
+            }
+            Command::Bench {
+                which: BenchCommand::Mcp(args),
+            } => {
+                let report = lachesis::bench::mcp::run_mcp_bench(&args).await?;
+                lachesis::bench::mcp::print_mcp_report(&report);
                 Ok(())
             }
         }

@@ -9,6 +9,7 @@
 
 pub mod fanout;
 pub mod generate;
+pub mod mcp;
 
 use std::io::Write;
 use std::sync::Arc;
