@@ -149,6 +149,7 @@ pub fn spawn(
             api_token: api_token.clone(),
             // Until the server stops, whatever the trainer's step count.
             total_steps: Some(0),
+            detach_after: state.hosting.trainer_idle,
             ..RunnerConfig::default()
         };
         let (api, env, policy, stop) =

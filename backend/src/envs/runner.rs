@@ -56,7 +56,13 @@ pub struct RunnerConfig {
     pub tries: usize,
     pub backoff: Duration,
     pub request_timeout: Duration,
+    /// How long the trainer may leave the environment paused (its queue full, no groups taken)
+    /// before the runner says it is no longer attached.
+    pub detach_after: Duration,
 }
+
+/// A trainer that has taken no groups for a minute has, for a viewer, let the environment go.
+pub const DEFAULT_DETACH_AFTER: Duration = Duration::from_secs(60);
 
 impl Default for RunnerConfig {
     /// atroposlib's defaults where it has one.
@@ -78,6 +84,7 @@ impl Default for RunnerConfig {
             tries: 3,
             backoff: Duration::from_millis(500),
             request_timeout: Duration::from_secs(120),
+            detach_after: DEFAULT_DETACH_AFTER,
         }
     }
 }
@@ -137,7 +144,9 @@ pub async fn run(
 }
 
 /// [`run`], saying in `attached` whether a trainer has taken this environment on: `true` from its
-/// registration until the runner ends, however it ends.
+/// registration while the trainer takes groups, `false` once it has left the environment paused
+/// for `detach_after` (a trainer that finished or died), `true` again when groups flow, and
+/// `false` when the runner ends, however it ends.
 pub async fn run_attached(
     api: &str,
     env: &dyn Environment,
@@ -214,6 +223,7 @@ pub async fn run_attached(
     let mut in_flight: HashMap<u64, (Item, AbortHandle)> = HashMap::new();
     let mut backlog: Vec<Item> = Vec::new();
     let (mut next_id, mut exhausted, mut status_failures) = (0u64, false, 0u32);
+    let mut paused_since: Option<Instant> = None;
 
     let stopped_by = 'serve: loop {
         if *shutdown.borrow() {
@@ -236,6 +246,12 @@ pub async fn run_attached(
             Err(e) => return Err(e.into()),
         };
         let decision = status.map_or(Plan::Workers(in_flight.len()), |s| plan(&s, &limits));
+        let now = Instant::now();
+        // Paused, or allowed no work at all: either way the trainer is not taking groups now.
+        let idle = matches!(decision, Plan::Pause | Plan::Workers(0));
+        let (still_attached, since) = attachment(idle, paused_since, now, config.detach_after);
+        paused_since = since;
+        attached.send_if_modified(|a| std::mem::replace(a, still_attached) != still_attached);
         let budget = match decision {
             Plan::Stop => break StopReason::TotalSteps,
             Plan::Pause => 0,
@@ -310,6 +326,21 @@ pub async fn run_attached(
     }
     tracing::info!(?report, "environment runner stopped");
     Ok(report)
+}
+
+/// Whether the trainer still holds the environment, given whether the runner is paused now and
+/// since when it has been: the pause's start (kept while paused) comes back with the answer.
+fn attachment(
+    paused: bool,
+    since: Option<Instant>,
+    now: Instant,
+    detach_after: Duration,
+) -> (bool, Option<Instant>) {
+    if !paused {
+        return (true, None);
+    }
+    let since = since.unwrap_or(now);
+    (now.duration_since(since) < detach_after, Some(since))
 }
 
 /// One worker: collect, check, send (atroposlib's `handle_env`).
@@ -424,5 +455,37 @@ mod tests {
         assert_eq!(c.tries, 3);
         assert!(c.ensure_scores_are_not_same);
         assert_eq!(c.worker_timeout, Duration::from_secs(600));
+    }
+
+    #[test]
+    fn a_trainer_that_leaves_the_environment_paused_lets_it_go_until_groups_flow_again() {
+        let minute = Duration::from_secs(60);
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        // Taking groups: attached, no pause remembered.
+        assert_eq!(attachment(false, None, at(0), minute), (true, None));
+        // Paused: still attached until a minute of pause has passed, counted from its start.
+        assert_eq!(attachment(true, None, at(10), minute), (true, Some(at(10))));
+        assert_eq!(
+            attachment(true, Some(at(10)), at(69), minute),
+            (true, Some(at(10)))
+        );
+        assert_eq!(
+            attachment(true, Some(at(10)), at(70), minute),
+            (false, Some(at(10)))
+        );
+        assert_eq!(
+            attachment(true, Some(at(10)), at(500), minute),
+            (false, Some(at(10)))
+        );
+        // Groups flow again: attached at once, and a later pause counts afresh.
+        assert_eq!(
+            attachment(false, Some(at(10)), at(501), minute),
+            (true, None)
+        );
+        assert_eq!(
+            attachment(true, None, at(502), minute),
+            (true, Some(at(502)))
+        );
     }
 }

@@ -47,6 +47,10 @@ pub struct HostingArgs {
     /// The chess agent's searches running at once, server-wide.
     #[arg(long, env = "LACHESIS_CHESS_SEARCHES")]
     pub chess_searches: Option<usize>,
+    /// Seconds a hosted environment's trainer may stop taking groups before the environment's
+    /// showcase may run again for its viewers.
+    #[arg(long, env = "LACHESIS_TRAINER_IDLE_S")]
+    pub trainer_idle_s: Option<u64>,
     /// Seconds a request may take before it is answered 408 (WebSockets and exports excepted).
     #[arg(long, env = "LACHESIS_REQUEST_TIMEOUT_S")]
     pub request_timeout_s: Option<u64>,
@@ -63,6 +67,7 @@ pub struct Hosting {
     pub max_batch_size: i64,
     pub ws_per_address: usize,
     pub chess_searches: usize,
+    pub trainer_idle: Duration,
     pub request_timeout: Duration,
 }
 
@@ -78,6 +83,7 @@ impl Default for Hosting {
             max_batch_size: 65_536,
             ws_per_address: 32,
             chess_searches: crate::chess::DEFAULT_SEARCHES,
+            trainer_idle: crate::envs::runner::DEFAULT_DETACH_AFTER,
             request_timeout: Duration::from_secs(300),
         }
     }
@@ -143,6 +149,11 @@ impl Hosting {
                 args.chess_searches.map(|v| v as i64),
                 d.chess_searches as i64,
             )? as usize,
+            trainer_idle: Duration::from_secs(positive(
+                "--trainer-idle-s",
+                args.trainer_idle_s.map(|v| v as i64),
+                d.trainer_idle.as_secs() as i64,
+            )? as u64),
             request_timeout: Duration::from_secs(positive(
                 "--request-timeout-s",
                 args.request_timeout_s.map(|v| v as i64),
@@ -189,11 +200,25 @@ mod tests {
         assert_eq!((h.team_card_limit, h.max_batch_size), (2, 64));
         assert_eq!(h.judge.max_response_bytes, 8 * 1024);
         assert!(h.secrets_key.is_some());
+        assert_eq!(d.trainer_idle, Duration::from_secs(60));
+        let idle = HostingArgs {
+            trainer_idle_s: Some(5),
+            ..HostingArgs::default()
+        };
+        assert_eq!(
+            Hosting::resolve(&idle).unwrap().trainer_idle,
+            Duration::from_secs(5)
+        );
         let zero = HostingArgs {
             ws_per_address: Some(0),
             ..HostingArgs::default()
         };
         assert!(Hosting::resolve(&zero).is_err());
+        let never_idle = HostingArgs {
+            trainer_idle_s: Some(0),
+            ..HostingArgs::default()
+        };
+        assert!(Hosting::resolve(&never_idle).is_err());
         let bad_key = HostingArgs {
             secrets_key: Some("short".into()),
             ..HostingArgs::default()
