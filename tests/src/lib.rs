@@ -170,14 +170,11 @@ impl TestApp {
         if let Some(body) = body {
             request = request.json(&body);
         }
-        request = match who {
-            Caller::Session((cookie, csrf)) => request
-                .header("cookie", cookie)
-                .header("x-csrf-token", csrf),
-            Caller::Token(token) => request.bearer_auth(token),
-            Caller::Nobody => request,
-        };
-        let response = request.send().await.expect("the server answers");
+        let response = who
+            .authorize(request)
+            .send()
+            .await
+            .expect("the server answers");
         let status = response.status();
         let text = response.text().await.expect("a body");
         let body = match text.is_empty() {
@@ -272,6 +269,35 @@ pub enum Caller<'a> {
     Session(&'a (String, String)),
     Token(&'a str),
     Nobody,
+}
+
+impl Caller<'_> {
+    /// `request` with this caller's credentials: cookie and CSRF token, or bearer token.
+    pub fn authorize(self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match self {
+            Caller::Session((cookie, csrf)) => request
+                .header("cookie", cookie)
+                .header("x-csrf-token", csrf),
+            Caller::Token(token) => request.bearer_auth(token),
+            Caller::Nobody => request,
+        }
+    }
+}
+
+impl TestApp {
+    /// A new API token of `team`, made by `owner`'s session with `body`'s settings.
+    pub async fn new_token(&self, owner: &(String, String), team: &str, body: Value) -> String {
+        let (status, created) = self
+            .call(
+                Caller::Session(owner),
+                reqwest::Method::POST,
+                &format!("/api/teams/{team}/tokens"),
+                Some(body),
+            )
+            .await;
+        assert_eq!(status, reqwest::StatusCode::OK, "{created}");
+        created["token"].as_str().expect("a token").to_string()
+    }
 }
 
 /// Signs a browser up through `path` (`/api/auth/setup` for the first owner,

@@ -45,19 +45,6 @@ async fn session_from(response: reqwest::Response) -> Session {
     (cookie, me["csrf_token"].as_str().unwrap().to_string())
 }
 
-async fn new_token(app: &TestApp, owner: &Session, team: &str, body: Value) -> String {
-    let (status, created) = app
-        .call(
-            Caller::Session(owner),
-            Method::POST,
-            &format!("/api/teams/{team}/tokens"),
-            Some(body),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{created}");
-    created["token"].as_str().unwrap().to_string()
-}
-
 #[tokio::test]
 async fn the_first_run_creates_one_owner_and_passwords_are_stored_as_argon2id() {
     let app = auth_app().await;
@@ -190,7 +177,9 @@ async fn cookie_mutations_need_the_csrf_token() {
 async fn tokens_are_shown_once_stored_hashed_and_revocable() {
     let app = auth_app().await;
     let owner = sign_up(&app, "/api/auth/setup", "ada", "lab").await;
-    let token = new_token(&app, &owner, "lab", json!({"name": "trainer", "run": "r1"})).await;
+    let token = app
+        .new_token(&owner, "lab", json!({"name": "trainer", "run": "r1"}))
+        .await;
     let (_, listed) = app
         .call(
             Caller::Session(&owner),
@@ -250,8 +239,8 @@ async fn a_member_of_team_b_can_neither_read_nor_write_team_a_runs() {
     let app = auth_app().await;
     let alice = sign_up(&app, "/api/auth/setup", "alice", "team-a").await;
     let bob = sign_up(&app, "/api/auth/register", "bob", "team-b").await;
-    let a_token = new_token(&app, &alice, "team-a", json!({"name": "a"})).await;
-    let b_token = new_token(&app, &bob, "team-b", json!({"name": "b"})).await;
+    let a_token = app.new_token(&alice, "team-a", json!({"name": "a"})).await;
+    let b_token = app.new_token(&bob, "team-b", json!({"name": "b"})).await;
     // Team A's run, with a group in it.
     for (path, body) in [
         ("/runs/a-run/register", registration(1)),
@@ -423,13 +412,9 @@ async fn roles_and_public_runs_grant_reading_without_writing() {
     let app = auth_app().await;
     let alice = sign_up(&app, "/api/auth/setup", "alice", "team-a").await;
     let carol = sign_up(&app, "/api/auth/register", "carol", "carols").await;
-    let token = new_token(
-        &app,
-        &alice,
-        "team-a",
-        json!({"name": "a", "run": "shared"}),
-    )
-    .await;
+    let token = app
+        .new_token(&alice, "team-a", json!({"name": "a", "run": "shared"}))
+        .await;
     let (status, _) = app
         .call(
             Caller::Token(&token),

@@ -24,19 +24,6 @@ async fn auth_app() -> TestApp {
     TestApp::spawn_with(config).await
 }
 
-async fn new_token(app: &TestApp, owner: &(String, String), team: &str, body: Value) -> String {
-    let (status, created) = app
-        .call(
-            Caller::Session(owner),
-            Method::POST,
-            &format!("/api/teams/{team}/tokens"),
-            Some(body),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{created}");
-    created["token"].as_str().unwrap().to_string()
-}
-
 /// An MCP session with `/mcp` through rmcp's streamable HTTP client, as `token`.
 async fn connect(app: &TestApp, token: &str) -> Client {
     let config = StreamableHttpClientTransportConfig::with_uri(app.url("/mcp")).auth_header(token);
@@ -69,22 +56,14 @@ async fn tools_answer_each_team_with_its_own_runs() {
     let app = auth_app().await;
     let alice = sign_up(&app, "/api/auth/setup", "alice", "team-a").await;
     let bob = sign_up(&app, "/api/auth/register", "bob", "team-b").await;
-    let a_token = new_token(&app, &alice, "team-a", json!({"name": "a"})).await;
-    let a_reader = new_token(
-        &app,
-        &alice,
-        "team-a",
-        json!({"name": "r", "read_only": true}),
-    )
-    .await;
-    let b_token = new_token(&app, &bob, "team-b", json!({"name": "b"})).await;
-    let a_other = new_token(
-        &app,
-        &alice,
-        "team-a",
-        json!({"name": "o", "run": "a-other"}),
-    )
-    .await;
+    let a_token = app.new_token(&alice, "team-a", json!({"name": "a"})).await;
+    let a_reader = app
+        .new_token(&alice, "team-a", json!({"name": "r", "read_only": true}))
+        .await;
+    let b_token = app.new_token(&bob, "team-b", json!({"name": "b"})).await;
+    let a_other = app
+        .new_token(&alice, "team-a", json!({"name": "o", "run": "a-other"}))
+        .await;
     // Team A's run, with a scored group that carries its chat messages, and a trainer report.
     let mut scored = group(3, 2, None);
     scored["scores"] = json!([1.0, 0.25]);
@@ -218,19 +197,12 @@ async fn callers_without_a_token_are_refused() {
                    "clientInfo": {"name": "t", "version": "1"}},
     });
     let post = |who: Caller<'_>| {
-        let mut request = app
+        let request = app
             .client
             .post(app.url("/mcp"))
             .header("accept", "application/json, text/event-stream")
             .json(&initialize);
-        request = match who {
-            Caller::Session((cookie, csrf)) => request
-                .header("cookie", cookie)
-                .header("x-csrf-token", csrf),
-            Caller::Token(token) => request.bearer_auth(token),
-            Caller::Nobody => request,
-        };
-        request.send()
+        who.authorize(request).send()
     };
     let nobody = post(Caller::Nobody).await.unwrap();
     assert_eq!(nobody.status(), StatusCode::UNAUTHORIZED);
@@ -245,7 +217,7 @@ async fn callers_without_a_token_are_refused() {
     // A signed-in browser session alone drives no tools, CSRF token and all.
     let session = post(Caller::Session(&alice)).await.unwrap();
     assert_eq!(session.status(), StatusCode::FORBIDDEN);
-    let token = new_token(&app, &alice, "team-a", json!({"name": "a"})).await;
+    let token = app.new_token(&alice, "team-a", json!({"name": "a"})).await;
     let admitted = post(Caller::Token(&token)).await.unwrap();
     assert_eq!(admitted.status(), StatusCode::OK);
     // Revoked, it is refused again.
