@@ -14,7 +14,7 @@ endif
 LACHESIS_PG_PORT ?= 54329
 export LACHESIS_PG_PORT
 
-.PHONY: run test drills sqlx-prepare bench bench-generate bench-fanout bench-mcp bench-physics bench-viewer bench-ledger bench-pay-to-play bench-abuse tools frontend pg-start pg-stop
+.PHONY: run test drills sqlx-prepare bench bench-generate bench-fanout bench-mcp bench-arena bench-physics bench-viewer bench-ledger bench-pay-to-play bench-abuse tools frontend pg-start pg-stop
 
 run:
 	exec scripts/run.sh
@@ -48,6 +48,10 @@ bench-fanout:
 # MCP call round trips, ours (rmcp) vs the Python SDK on server-everything (BENCH_ARGS go to `lachesis bench mcp`).
 bench-mcp:
 	scripts/bench-mcp.sh $(BENCH_ARGS)
+
+# Arena leaderboard recompute, ours against a FastChat-style scikit-learn reference, in one run.
+bench-arena:
+	scripts/bench-arena.sh $(BENCH_ARGS)
 
 # rapier3d against PyBullet (from PyPI, into .venv/pybullet) on the same 200-body scene.
 bench-physics:

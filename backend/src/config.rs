@@ -74,6 +74,9 @@ pub struct ServeArgs {
     /// Limits on what one caller may ask, and the secrets key.
     #[command(flatten)]
     pub hosting: crate::hosting::HostingArgs,
+    /// Who may vote in the arena, how fast, and what makes a vote suspicious.
+    #[command(flatten)]
+    pub arena: crate::arena::settings::ArenaArgs,
     /// Waiting for Postgres, readiness, and the shutdown deadline.
     #[command(flatten)]
     pub lifecycle: crate::app::lifecycle::LifecycleArgs,
@@ -153,6 +156,7 @@ pub struct ServeConfig {
     pub inference_limits: crate::inference::limits::InferenceLimits,
     pub accounts: crate::auth::policy::AccountPolicy,
     pub hosting: crate::hosting::Hosting,
+    pub arena: crate::arena::settings::ArenaSettings,
     /// Waiting for Postgres, readiness, and the shutdown deadline.
     pub lifecycle: crate::app::lifecycle::Lifecycle,
     /// The pause before a failed server task starts again (`crate::supervisor`).
@@ -230,6 +234,7 @@ impl ServeConfig {
             )?,
             accounts: crate::auth::policy::AccountPolicy::resolve(&args.accounts)?,
             hosting: crate::hosting::Hosting::resolve(&args.hosting)?,
+            arena: crate::arena::settings::ArenaSettings::resolve(&args.arena)?,
             lifecycle: crate::app::lifecycle::Lifecycle::resolve(&args.lifecycle)?,
             restart_backoff: args.restarts.resolve()?,
             judge_cards: {

@@ -44,6 +44,11 @@ enum Command {
         #[command(subcommand)]
         command: lachesis::envs::mcp_tools::cli::McpCommand,
     },
+    /// The arena offline: `fit` rates battles given in Chatbot Arena's public format.
+    Arena {
+        #[command(subcommand)]
+        command: lachesis::arena::cli::ArenaCommand,
+    },
     /// GRPO training: `demo` (a tiny model learns a toy task end to end) and `run`.
     Train {
         #[command(subcommand)]
@@ -78,6 +83,8 @@ enum BenchCommand {
     Fanout(lachesis::bench::fanout::FanoutBenchArgs),
     /// MCP tool-call round trips of our client (rmcp) against the Python SDK's, on one server.
     Mcp(lachesis::bench::mcp::McpBenchArgs),
+    /// Arena leaderboard (fit + bootstrap) against a FastChat-style scikit-learn reference.
+    Arena(lachesis::arena::bench::ArenaBenchArgs),
     /// The chess agent's time to answer a move at its default depth.
     Chess(lachesis::chess::cli::MoveLatencyArgs),
     /// Ledger payments/s with many concurrent payers, then a reconcile.
@@ -127,6 +134,14 @@ fn main() -> anyhow::Result<()> {
             Command::Env { command } => lachesis::envs::cli::run(command).await,
             Command::Chess { command } => lachesis::chess::cli::run(command),
             Command::Mcp { command } => lachesis::envs::mcp_tools::cli::run(command).await,
+            Command::Arena { command } => lachesis::arena::cli::run(command),
+            Command::Bench {
+                which: BenchCommand::Arena(args),
+            } => {
+                let report = lachesis::arena::bench::run_arena_bench(&args)?;
+                lachesis::arena::bench::print_arena_report(&report);
+                Ok(())
+            }
             Command::Devchain(args) => lachesis::settlement::devchain_cli::run(&args).await,
             Command::Ledger { command } => {
                 if lachesis::ledger::cli::run(command).await? {

@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod accounts;
+pub mod arena;
 pub mod atropos;
 pub mod cats;
 pub mod chess;

@@ -48,6 +48,11 @@ pub enum Topic {
     Marketplace,
     /// The MCP tools environment's episodes, call by call.
     Tools,
+    /// An arena's votes, as they are cast (public, like the arena's pages).
+    Arena {
+        /// The arena.
+        arena: crate::arena::ArenaKind,
+    },
 }
 
 impl Topic {
@@ -177,6 +182,8 @@ pub enum LiveEvent {
     Market(crate::marketplace::MarketEvent),
     /// A step of a tool-calling episode (stream, on the tools topic).
     ToolEpisode(crate::tools::ToolEpisodeEvent),
+    /// A vote was cast (stream, on the arena's topic).
+    ArenaVote(crate::arena::ArenaVoteEvent),
     /// A spatial scene changed (state: a snapshot or a delta; a reader that misses one sees a
     /// sequence gap and reloads the snapshot over HTTP).
     #[cfg(feature = "spatial")]

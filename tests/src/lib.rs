@@ -75,6 +75,7 @@ pub fn config_for(database_url: &str) -> ServeConfig {
         inference_limits: Default::default(),
         accounts: Default::default(),
         hosting: Default::default(),
+        arena: Default::default(),
         lifecycle: Default::default(),
         restart_backoff: Default::default(),
         judge_cards: Vec::new(),

@@ -316,3 +316,5 @@ async fn a_model_judge_gives_the_verdict_and_an_unreadable_one_falls_back_to_the
     let last = &group.sequences[0].messages.last().unwrap().content;
     assert!(last.contains("model verdict unreadable"), "{last}");
 }
+#[path = "cats/arena.rs"]
+mod arena;

@@ -28,6 +28,12 @@ pub enum AppError {
     Invalid(String),
     #[error("{0}")]
     Conflict(String),
+    /// The caller's per-minute allowance of `what` is spent.
+    #[error("too many {what} from you; try again in {retry_after_s} s")]
+    RateLimited {
+        what: &'static str,
+        retry_after_s: u64,
+    },
     /// A bounded resource (the chess agent's searches) is in use to its limit.
     #[error("{what} is busy; try again in {retry_after_s} s")]
     Busy {
@@ -44,9 +50,9 @@ impl AppError {
     fn status(&self) -> StatusCode {
         match self {
             AppError::NotSignedIn | AppError::BadCredentials => StatusCode::UNAUTHORIZED,
-            AppError::TooManyAttempts { .. } | AppError::TooManySignUps { .. } => {
-                StatusCode::TOO_MANY_REQUESTS
-            }
+            AppError::TooManyAttempts { .. }
+            | AppError::TooManySignUps { .. }
+            | AppError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             AppError::Csrf | AppError::Forbidden(_) => StatusCode::FORBIDDEN,
             AppError::NotFound(_) => StatusCode::NOT_FOUND,
             AppError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
@@ -101,6 +107,7 @@ impl IntoResponse for AppError {
         let retry_after_s = match self {
             AppError::TooManyAttempts { retry_after_s }
             | AppError::TooManySignUps { retry_after_s }
+            | AppError::RateLimited { retry_after_s, .. }
             | AppError::Busy { retry_after_s, .. } => Some(retry_after_s),
             AppError::Database(e) if crate::db::is_unavailable(&e) => {
                 Some(crate::db::UNAVAILABLE_RETRY_AFTER_S)

@@ -61,6 +61,8 @@ pub struct AppState {
     pub accounts: Arc<crate::auth::policy::AccountPolicy>,
     /// Limits on what one caller may ask, and the secrets key (`crate::hosting`).
     pub hosting: Arc<crate::hosting::Hosting>,
+    /// The arena's settings, per-voter accounting and fitted leaderboards.
+    pub arena: Arc<crate::arena::ArenaState>,
     /// Open WebSockets per client address.
     pub ws_slots: Arc<crate::hosting::slots::AddressSlots>,
     /// Whether SIGTERM arrived, and the requests in flight (see `lifecycle`).
@@ -81,6 +83,7 @@ impl AppState {
             inference_limits: Arc::new(config.inference_limits.for_new_server(config.auth)),
             accounts: Arc::new(config.accounts.clone()),
             hosting: Arc::new(config.hosting.clone()),
+            arena: Arc::new(crate::arena::ArenaState::new(config.arena.clone())),
             ws_slots: Arc::new(crate::hosting::slots::AddressSlots::new(
                 config.hosting.ws_per_address,
             )),
@@ -171,6 +174,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::marketplace::routes::routes())
         .merge(crate::marketplace::feed::routes())
         .merge(crate::cats::routes())
+        .merge(crate::arena::routes::routes())
         .merge(crate::ledger::routes::routes())
         .merge(crate::supervisor::routes::routes())
         .merge(crate::mcp_server::routes(&state))

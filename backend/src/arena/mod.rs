@@ -5,13 +5,61 @@
 //!   control (answer length as a covariate).
 //! - [`bootstrap`]: confidence intervals, rank ranges, the leaderboard, win rates, vote counts, and
 //!   the choice of the next pair to put to a voter.
+//! - [`routes`], [`battles`], [`voter`], [`board`], [`store`]: the arena served over HTTP — battles
+//!   dealt to a voter, answered in the background, voted on once, fitted into the leaderboard.
+//! - [`integrity`]: voided battles (an answer gives its author away) and the anomaly filters.
 
+pub mod answer;
+pub mod battles;
+pub mod battles_file;
+pub mod bench;
+pub mod board;
 pub mod bootstrap;
+pub mod cli;
+pub mod integrity;
 pub mod ratings;
+pub mod routes;
+pub mod settings;
+pub mod store;
+pub mod voter;
+
+use std::net::IpAddr;
+
+use crate::hosting::rate::RateTable;
 
 #[cfg(test)]
 mod sim;
 #[cfg(test)]
+mod tests_battles_file;
+#[cfg(test)]
 mod tests_bootstrap;
 #[cfg(test)]
 mod tests_ratings;
+
+/// The arena's settings and its per-caller accounting, shared by every request.
+#[derive(Debug, Default)]
+pub struct ArenaState {
+    pub settings: settings::ArenaSettings,
+    pub vote_rates: RateTable<String>,
+    pub address_vote_rates: RateTable<IpAddr>,
+    pub battle_rates: RateTable<String>,
+    pub address_battle_rates: RateTable<IpAddr>,
+    pub visitor_rates: RateTable<IpAddr>,
+    pub boards: board::BoardCache,
+}
+
+impl ArenaState {
+    pub fn new(settings: settings::ArenaSettings) -> Self {
+        Self {
+            settings,
+            ..Self::default()
+        }
+    }
+
+    pub fn filters(&self) -> integrity::Filters {
+        integrity::Filters {
+            min_vote: self.settings.min_vote,
+            same_side_run: self.settings.same_side_run,
+        }
+    }
+}

@@ -311,11 +311,11 @@ impl Viewer {
                 Err(AppError::Database(e)) => Err(e),
                 Err(_) => Ok(false),
             },
-            // The marketplace feed is public; spatial scenes and tool episodes (generated tasks
+            // The marketplace feed and arena votes are public; spatial scenes and tool episodes (generated tasks
             // and the model's attempts at them, which run while someone watches) are for anyone
             // signed in; a game, to whoever may play it.
             None => match topic {
-                Topic::Marketplace => Ok(true),
+                Topic::Marketplace | Topic::Arena { .. } => Ok(true),
                 Topic::Scene { .. } | Topic::Tools => Ok(!matches!(self, Viewer::Anonymous)),
                 Topic::Game { game } => crate::chess::can_watch(self, state, game).await,
                 _ => Ok(self.is_full_rights()),

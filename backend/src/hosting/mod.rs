@@ -4,6 +4,7 @@
 
 pub mod error;
 pub mod loopback;
+pub mod rate;
 pub mod scope;
 pub mod slots;
 

@@ -6,10 +6,8 @@
 //! already checked the token or session, so a caller cannot mint fresh identities by inventing
 //! credentials.
 
-use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Mutex;
 use std::time::Instant;
 
 use axum::extract::{ConnectInfo, FromRequestParts};
@@ -20,6 +18,7 @@ use super::InferenceError;
 use super::limits::InferenceLimits;
 use crate::app::AppState;
 use crate::auth::secrets::token_hash;
+use crate::hosting::rate::{Rate, RateTable};
 use crate::hosting::slots::address_key;
 
 /// Who a request's tokens are counted against.
@@ -74,41 +73,16 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// The token balances of recently seen callers.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct CallerQuotas {
-    table: Mutex<Table>,
+    table: RateTable<CallerKey>,
 }
 
-/// A count, not the table: the configuration holding it may be logged.
-impl std::fmt::Debug for CallerQuotas {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let callers = self.table.lock().map_or(0, |table| table.buckets.len());
-        f.debug_struct("CallerQuotas")
-            .field("callers", &callers)
-            .finish()
-    }
-}
-
-#[derive(Default)]
-struct Table {
-    buckets: HashMap<CallerKey, Bucket>,
-    /// Callers by their last charge, oldest first: the ones forgotten when the table is full.
-    by_last_use: BTreeMap<u64, CallerKey>,
-    uses: u64,
-}
-
-struct Bucket {
-    tokens: f64,
-    refilled: Instant,
-    last_use: u64,
-}
-
-impl Bucket {
-    fn refill(&mut self, limits: &InferenceLimits, now: Instant) {
-        let elapsed = now.saturating_duration_since(self.refilled).as_secs_f64();
-        let per_second = limits.tokens_per_minute as f64 / 60.0;
-        self.tokens = (self.tokens + elapsed * per_second).min(limits.burst_tokens as f64);
-        self.refilled = now;
+fn rate(limits: &InferenceLimits) -> Rate {
+    Rate {
+        per_minute: limits.tokens_per_minute,
+        burst: limits.burst_tokens,
+        remember: limits.quota_callers,
     }
 }
 
@@ -127,67 +101,24 @@ impl CallerQuotas {
                 burst: limits.burst_tokens,
             });
         }
-        // The lock guards plain arithmetic; a panic under it cannot leave a bucket half-updated.
-        let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());
-        let table = &mut *table;
-        table.uses += 1;
-        let use_number = table.uses;
-        if !table.buckets.contains_key(caller) {
-            while table.buckets.len() >= limits.quota_callers {
-                let Some((_, oldest)) = table.by_last_use.pop_first() else {
-                    break;
-                };
-                table.buckets.remove(&oldest);
-            }
-            table.buckets.insert(
-                caller.clone(),
-                Bucket {
-                    tokens: limits.burst_tokens as f64,
-                    refilled: now,
-                    last_use: use_number,
-                },
-            );
-        }
-        let bucket = table
-            .buckets
-            .get_mut(caller)
-            .expect("the caller's bucket was just ensured");
-        table.by_last_use.remove(&bucket.last_use);
-        bucket.last_use = use_number;
-        table.by_last_use.insert(use_number, caller.clone());
-        bucket.refill(limits, now);
-        let wanted = cost as f64;
-        if bucket.tokens >= wanted {
-            bucket.tokens -= wanted;
-            return Ok(());
-        }
-        let per_second = limits.tokens_per_minute as f64 / 60.0;
-        let retry_after_secs = ((wanted - bucket.tokens) / per_second).ceil().max(1.0) as u64;
-        Err(InferenceError::RateLimited {
-            cost,
-            available: bucket.tokens.floor() as u64,
-            per_minute: limits.tokens_per_minute,
-            retry_after_secs,
-        })
+        self.table
+            .charge(caller, cost, &rate(limits), now)
+            .map_err(|limited| InferenceError::RateLimited {
+                cost,
+                available: limited.available,
+                per_minute: limits.tokens_per_minute,
+                retry_after_secs: limited.retry_after_secs,
+            })
     }
 
     /// Gives back tokens a charged request did not use (a shorter answer, a failed request).
     pub fn refund(&self, caller: &CallerKey, tokens: u64, limits: &InferenceLimits, now: Instant) {
-        let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());
-        // A caller forgotten meanwhile starts full anyway.
-        if let Some(bucket) = table.buckets.get_mut(caller) {
-            bucket.refill(limits, now);
-            bucket.tokens = (bucket.tokens + tokens as f64).min(limits.burst_tokens as f64);
-        }
+        self.table.refund(caller, tokens, &rate(limits), now);
     }
 
     #[cfg(test)]
     fn remembered(&self) -> usize {
-        self.table
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .buckets
-            .len()
+        self.table.remembered()
     }
 }
 

@@ -172,6 +172,7 @@ async fn api_base(
         inference_limits: Default::default(),
         accounts: Default::default(),
         hosting: Default::default(),
+        arena: Default::default(),
         lifecycle: Default::default(),
         restart_backoff: Default::default(),
         judge_cards: Vec::new(),

@@ -59,7 +59,7 @@ pub fn follow(
                     // Chess events are published on game topics, never on a run's.
                     LiveEvent::ChessMove(_) | LiveEvent::ChessGame(_) => {}
                     // The marketplace feed and tool episodes have their own topics.
-                    LiveEvent::Market(_) | LiveEvent::ToolEpisode(_) => {}
+                    LiveEvent::Market(_) | LiveEvent::ToolEpisode(_) | LiveEvent::ArenaVote(_) => {}
                     // Scenes have their own topic; a run's topic never carries them.
                     LiveEvent::Scene(_) => {}
                 }

@@ -1,0 +1,179 @@
+//! Prompts for each arena, and contenders answering them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lachesis_inference::ChatMessage;
+use lachesis_shared::arena::{ArenaKind, ContenderPolicy};
+
+use crate::envs::cat_caretaker::data::CatData;
+use crate::envs::cat_caretaker::dialogue::{caretaker_messages, opening};
+use crate::policy::client::{ServerPool, ServerPoolConfig};
+use crate::policy::{EmbeddedPolicy, Policy, PolicyRequest};
+
+/// The environment variable holding the key sent to admin-chosen contender endpoints.
+pub const ENDPOINT_KEY_VAR: &str = "LACHESIS_ARENA_API_KEY";
+
+/// Largest answer kept, in characters (a contender ignoring its token limit cannot flood a page).
+const MAX_ANSWER_CHARS: usize = 4_000;
+
+/// What both contenders of a battle are asked.
+#[derive(Debug, Clone)]
+pub struct ArenaPrompt {
+    /// Shown to the voter.
+    pub text: String,
+    /// Sent to each contender (a contender's own system prompt goes first).
+    pub messages: Vec<ChatMessage>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    #[error("the arena's data do not load: {0}")]
+    Data(String),
+    #[error("no model is loaded for an embedded contender")]
+    NoModel,
+    #[error("the contender failed: {0}")]
+    Failed(String),
+    #[error("the contender did not answer within {0:?}")]
+    Timeout(Duration),
+}
+
+/// The prompt of arena `arena` for `seed`.
+pub fn prompt(arena: ArenaKind, seed: u64) -> Result<ArenaPrompt, AnswerError> {
+    match arena {
+        ArenaKind::Catbot => {
+            let data = CatData::builtin().map_err(|e| AnswerError::Data(e.to_string()))?;
+            let task = data.task(seed);
+            let messages = caretaker_messages(data, &[opening(&task)]);
+            let text = messages
+                .last()
+                .map(|m| m.content.clone())
+                .unwrap_or_default();
+            Ok(ArenaPrompt { text, messages })
+        }
+    }
+}
+
+/// One contender's answer to `prompt`, trimmed and bounded.
+pub async fn answer(
+    policy: &ContenderPolicy,
+    prompt: &ArenaPrompt,
+    engine: Option<&lachesis_inference::Engine>,
+    max_tokens: usize,
+    timeout: Duration,
+) -> Result<String, AnswerError> {
+    let work = async {
+        match policy {
+            ContenderPolicy::Embedded {
+                temperature,
+                system,
+            } => {
+                let engine = engine.ok_or(AnswerError::NoModel)?;
+                let model: Arc<dyn Policy> = Arc::new(EmbeddedPolicy::new(engine.clone()));
+                let request = PolicyRequest {
+                    tools: Vec::new(),
+                    messages: with_system(&prompt.messages, system.as_deref()),
+                    n: 1,
+                    max_tokens,
+                    temperature: *temperature,
+                    top_p: 1.0,
+                    stop: vec!["\n\n".into()],
+                };
+                let text = model
+                    .complete(request)
+                    .await
+                    .map_err(|e| AnswerError::Failed(e.to_string()))?
+                    .pop()
+                    .map(|r| r.completion)
+                    .unwrap_or_default();
+                Ok(text)
+            }
+            ContenderPolicy::Endpoint { base_url, model } => {
+                endpoint_answer(base_url, model, &prompt.messages, max_tokens, timeout).await
+            }
+        }
+    };
+    let text = tokio::time::timeout(timeout, work)
+        .await
+        .map_err(|_| AnswerError::Timeout(timeout))??;
+    Ok(text.trim().chars().take(MAX_ANSWER_CHARS).collect())
+}
+
+fn with_system(messages: &[ChatMessage], system: Option<&str>) -> Vec<ChatMessage> {
+    let Some(extra) = system.map(str::trim).filter(|s| !s.is_empty()) else {
+        return messages.to_vec();
+    };
+    let mut out = messages.to_vec();
+    match out.first_mut() {
+        Some(first) if first.role == "system" => {
+            first.content = format!("{extra}\n\n{}", first.content);
+        }
+        _ => out.insert(0, ChatMessage::new("system", extra)),
+    }
+    out
+}
+
+async fn endpoint_answer(
+    base_url: &str,
+    model: &str,
+    messages: &[ChatMessage],
+    max_tokens: usize,
+    timeout: Duration,
+) -> Result<String, AnswerError> {
+    let pool = ServerPool::new(ServerPoolConfig {
+        base_urls: vec![base_url.to_string()],
+        api_key: std::env::var(ENDPOINT_KEY_VAR)
+            .ok()
+            .filter(|k| !k.is_empty()),
+        timeout,
+        max_retries: 1,
+        ..ServerPoolConfig::default()
+    })
+    .map_err(|e| AnswerError::Failed(e.to_string()))?;
+    let body = serde_json::json!({
+        "model": model,
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": 0.7,
+    });
+    let bytes = pool
+        .post_json("/v1/chat/completions", &body)
+        .await
+        .map_err(|e| AnswerError::Failed(e.to_string()))?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|e| AnswerError::Failed(format!("the endpoint's answer is not JSON: {e}")))?;
+    value["choices"][0]["message"]["content"]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| {
+            AnswerError::Failed("the endpoint's answer has no choices[0].message.content".into())
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catbot_prompts_describe_the_cat_and_vary_with_the_seed() {
+        let a = prompt(ArenaKind::Catbot, 1).unwrap();
+        assert_eq!(a.messages.first().unwrap().role, "system");
+        assert_eq!(a.messages.last().unwrap().role, "user");
+        assert!(!a.text.is_empty());
+        let differ = (2..20).any(|s| prompt(ArenaKind::Catbot, s).unwrap().text != a.text);
+        assert!(differ, "twenty seeds all gave one prompt");
+    }
+
+    #[test]
+    fn a_contender_system_prompt_goes_first() {
+        let base = vec![
+            ChatMessage::new("system", "care for cats"),
+            ChatMessage::new("user", "meow"),
+        ];
+        let with = with_system(&base, Some("Be brief."));
+        assert_eq!(with[0].content, "Be brief.\n\ncare for cats");
+        assert_eq!(with_system(&base, Some("  ")), base);
+        let bare = with_system(&base[1..], Some("Be brief."));
+        assert_eq!(bare[0], ChatMessage::new("system", "Be brief."));
+    }
+}
