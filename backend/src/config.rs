@@ -174,6 +174,34 @@ pub fn default_model_path() -> Option<PathBuf> {
 }
 
 impl ServeConfig {
+    /// A server on a free loopback port, accounts off, defaults elsewhere: what the CLI's own
+    /// tools (a training run's trajectory API, a benchmark) start in their process.
+    pub fn local(database_url: &str) -> Self {
+        ServeConfig {
+            host: "127.0.0.1".into(),
+            port: 0,
+            database_url: database_url.into(),
+            static_dir: None,
+            body_limit_bytes: 64 * 1024 * 1024,
+            db_max_connections: 8,
+            batch_gzip: false,
+            api_token: None,
+            auth: false,
+            model: None,
+            envs: Vec::new(),
+            chess_judge: Default::default(),
+            chess_uses_ratings: true,
+            settlement: Default::default(),
+            inference_limits: Default::default(),
+            accounts: Default::default(),
+            hosting: Default::default(),
+            arena: Default::default(),
+            lifecycle: Default::default(),
+            restart_backoff: Default::default(),
+            judge_cards: Vec::new(),
+        }
+    }
+
     pub fn resolve(args: ServeArgs, file: FileConfig) -> anyhow::Result<Self> {
         let host = args
             .host

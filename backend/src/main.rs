@@ -85,6 +85,8 @@ enum BenchCommand {
     Mcp(lachesis::bench::mcp::McpBenchArgs),
     /// Arena leaderboard (fit + bootstrap) against a FastChat-style scikit-learn reference.
     Arena(lachesis::arena::bench::ArenaBenchArgs),
+    /// Arena votes/s through the HTTP route with every integrity check on.
+    ArenaVotes(lachesis::arena::ingest_bench::ArenaVotesBenchArgs),
     /// The chess agent's time to answer a move at its default depth.
     Chess(lachesis::chess::cli::MoveLatencyArgs),
     /// Ledger payments/s with many concurrent payers, then a reconcile.
@@ -140,6 +142,13 @@ fn main() -> anyhow::Result<()> {
             } => {
                 let report = lachesis::arena::bench::run_arena_bench(&args)?;
                 lachesis::arena::bench::print_arena_report(&report);
+                Ok(())
+            }
+            Command::Bench {
+                which: BenchCommand::ArenaVotes(args),
+            } => {
+                let report = lachesis::arena::ingest_bench::run(&args).await?;
+                lachesis::arena::ingest_bench::print_report(&args, &report);
                 Ok(())
             }
             Command::Devchain(args) => lachesis::settlement::devchain_cli::run(&args).await,

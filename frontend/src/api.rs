@@ -278,3 +278,154 @@ pub async fn spatial_scene(
         Err(e) => Err(e),
     }
 }
+
+// --- arena ------------------------------------------------------------------------------------
+//
+// Reading the arena (the leaderboard, finished battles) is open to anyone. Battles and votes
+// belong to a voter: the signed-in session, or for a visitor the token from
+// `POST /api/arena/visitors`, kept in localStorage and sent as `X-Arena-Visitor`. These requests
+// never send a visitor to the sign-in page on 401: a stale token is replaced once instead.
+
+use lachesis_shared::arena::{
+    ArenaKind, BattleView, ContenderView, LeaderboardView, NewBattle, NewVote, VisitorToken,
+};
+
+/// Where the visitor token is kept between visits.
+const ARENA_VISITOR_KEY: &str = "lachesis.arena.visitor";
+
+/// `window.localStorage`, through `Reflect` (web-sys' `Storage` feature is not enabled); `None`
+/// when the browser refuses it (private modes may).
+fn local_storage() -> Option<wasm_bindgen::JsValue> {
+    let storage = js_sys::Reflect::get(&js_sys::global(), &"localStorage".into()).ok()?;
+    (!storage.is_undefined() && !storage.is_null()).then_some(storage)
+}
+
+/// Calls `localStorage.<method>(args…)`; `None` when storage or the call fails.
+fn storage_call(method: &str, args: &[&str]) -> Option<wasm_bindgen::JsValue> {
+    use wasm_bindgen::JsCast;
+    let storage = local_storage()?;
+    let function: js_sys::Function = js_sys::Reflect::get(&storage, &method.into())
+        .ok()?
+        .dyn_into()
+        .ok()?;
+    let args: js_sys::Array = args
+        .iter()
+        .map(|a| wasm_bindgen::JsValue::from_str(a))
+        .collect();
+    function.apply(&storage, &args).ok()
+}
+
+/// The stored visitor token, if any.
+pub fn arena_visitor() -> Option<String> {
+    storage_call("getItem", &[ARENA_VISITOR_KEY])?.as_string()
+}
+
+fn store_arena_visitor(token: Option<&str>) {
+    match token {
+        Some(token) => storage_call("setItem", &[ARENA_VISITOR_KEY, token]),
+        None => storage_call("removeItem", &[ARENA_VISITOR_KEY]),
+    };
+}
+
+/// A fresh visitor token from the server, stored for the next visit.
+async fn new_arena_visitor() -> ApiResult<String> {
+    let path = "/api/arena/visitors";
+    let request = with_csrf(Request::post(path))
+        .header("Accept", "application/json")
+        .build()
+        .map_err(|e| ApiError::Network(e.to_string()))?;
+    let VisitorToken { token } = decode(send_with(request, path, false).await?, path).await?;
+    store_arena_visitor(Some(&token));
+    Ok(token)
+}
+
+fn with_visitor(builder: RequestBuilder, token: Option<&str>) -> RequestBuilder {
+    match token {
+        Some(token) => builder.header("X-Arena-Visitor", token),
+        None => builder,
+    }
+}
+
+/// Sends the request `make` builds for a visitor token (or none), as the voter: with the stored
+/// token, first getting one when there is none and `need_token` (nobody is signed in); on 401,
+/// once more with a fresh token.
+async fn as_arena_voter<T: DeserializeOwned>(
+    path: &str,
+    need_token: bool,
+    make: impl Fn(Option<&str>) -> ApiResult<Request>,
+) -> ApiResult<T> {
+    let mut token = arena_visitor();
+    if token.is_none() && need_token {
+        token = Some(new_arena_visitor().await?);
+    }
+    match send_with(make(token.as_deref())?, path, false).await {
+        Ok(response) => decode(response, path).await,
+        Err(ApiError::Unauthorized(_)) => {
+            store_arena_visitor(None);
+            let fresh = new_arena_visitor().await?;
+            decode(send_with(make(Some(&fresh))?, path, false).await?, path).await
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Deals a new battle (its answers are still being written).
+pub async fn arena_new_battle(arena: ArenaKind, need_token: bool) -> ApiResult<BattleView> {
+    let path = "/api/arena/battles";
+    as_arena_voter(path, need_token, |token| {
+        json_request(
+            with_visitor(Request::post(path), token),
+            &NewBattle { arena },
+        )
+    })
+    .await
+}
+
+/// One battle: the voter's own as it stands, or anyone's once it is voted or void.
+pub async fn arena_battle(id: i64) -> ApiResult<BattleView> {
+    let path = format!("/api/arena/battles/{id}");
+    as_arena_voter(&path, false, |token| {
+        with_visitor(Request::get(&path), token)
+            .header("Accept", "application/json")
+            .build()
+            .map_err(|e| ApiError::Network(e.to_string()))
+    })
+    .await
+}
+
+/// Votes on the voter's battle; the answer reveals both contenders.
+pub async fn arena_vote(id: i64, vote: &NewVote) -> ApiResult<BattleView> {
+    let path = format!("/api/arena/battles/{id}/vote");
+    as_arena_voter(&path, false, |token| {
+        json_request(with_visitor(Request::post(&path), token), vote)
+    })
+    .await
+}
+
+/// The newest voted or void battles, newest first.
+pub async fn arena_battles(arena: ArenaKind, limit: usize) -> ApiResult<Vec<BattleView>> {
+    let path = format!("/api/arena/battles?arena={}&limit={limit}", arena.as_str());
+    get_with(&path, false).await
+}
+
+pub async fn arena_leaderboard(
+    arena: ArenaKind,
+    style_control: bool,
+) -> ApiResult<LeaderboardView> {
+    let style = if style_control {
+        "&style_control=true"
+    } else {
+        ""
+    };
+    let path = format!("/api/arena/leaderboard?arena={}{style}", arena.as_str());
+    get_with(&path, false).await
+}
+
+pub async fn arena_contenders() -> ApiResult<Vec<ContenderView>> {
+    get_with("/api/arena/contenders", false).await
+}
+
+/// The public export of every vote, one battle per line (a plain download link).
+pub fn arena_export_url(arena: ArenaKind) -> String {
+    format!("/api/arena/battles.jsonl?arena={}", arena.as_str())
+}

@@ -9,6 +9,7 @@ use leptos_router::path;
 
 use crate::api::{self, ApiError};
 use crate::live::{Live, LiveIndicator, provide_live};
+use crate::pages::arena::{ArenaPage, BattlePage, LeaderboardPage};
 use crate::pages::cats::CatsPage;
 use crate::pages::chess::{ChessPage, GamePage};
 use crate::pages::dashboard::{ComparePage, DashboardPage};
@@ -111,6 +112,9 @@ fn Shell() -> impl IntoView {
                 <Route path=path!("/marketplace") view=MarketplacePage />
                 <Route path=path!("/cats") view=CatsPage />
                 <Route path=path!("/tools") view=ToolsPage />
+                <Route path=path!("/arena") view=ArenaPage />
+                <Route path=path!("/arena/leaderboard") view=LeaderboardPage />
+                <Route path=path!("/arena/battles/:id") view=BattlePage />
                 <Route path=path!("/settings") view=SettingsPage />
                 <Route path=path!("/spatial") view=SpatialLivePage />
                 <Route path=path!("/spatial/solve") view=SpatialSolvePage />
@@ -168,6 +172,7 @@ fn Nav() -> impl IntoView {
             <A href="/marketplace">"Marketplace"</A>
             <A href="/cats">"Cats"</A>
             <A href="/tools">"Tools"</A>
+            <A href="/arena">"Arena"</A>
             <A href="/settings">"Settings"</A>
             <span class="spacer"></span>
             <LiveIndicator />

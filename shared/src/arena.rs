@@ -208,6 +208,8 @@ pub struct LeaderboardEntry {
     pub upper: f64,
     /// Counted votes it took part in.
     pub votes: usize,
+    /// Too few votes to be ranked: its rank spans the board until it has more.
+    pub provisional: bool,
 }
 
 /// The arena's leaderboard.

@@ -58,27 +58,9 @@ fn rand_u64() -> u64 {
 
 pub fn config_for(database_url: &str) -> ServeConfig {
     ServeConfig {
-        host: "127.0.0.1".into(),
-        port: 0,
-        database_url: database_url.into(),
         static_dir: std::env::var_os("LACHESIS_STATIC_DIR").map(PathBuf::from),
-        body_limit_bytes: 64 * 1024 * 1024,
         db_max_connections: 16,
-        batch_gzip: false,
-        api_token: None,
-        auth: false,
-        model: None,
-        envs: Vec::new(),
-        chess_judge: Default::default(),
-        chess_uses_ratings: true,
-        settlement: Default::default(),
-        inference_limits: Default::default(),
-        accounts: Default::default(),
-        hosting: Default::default(),
-        arena: Default::default(),
-        lifecycle: Default::default(),
-        restart_backoff: Default::default(),
-        judge_cards: Vec::new(),
+        ..ServeConfig::local(database_url)
     }
 }
 

@@ -188,3 +188,54 @@ async fn the_tools_page_shows_episodes_call_by_call() {
         "{report:#}"
     );
 }
+
+/// The catbot arena in Chromium, with accounts on and the embedded model answering: a visitor
+/// without an account deals a battle, reads both answers, votes and sees who A and B were, while a
+/// second page's leaderboard counts the vote without a reload (`tests/browser/arena.mjs`).
+#[tokio::test]
+async fn a_visitor_votes_in_the_catbot_arena_and_the_leaderboard_updates_live() {
+    check_prerequisites();
+    let mut config = config_for(&fresh_database().await);
+    config.auth = true;
+    config.api_token = Some("arena-admin".into());
+    config.model = Some(lachesis_tests::model_path());
+    let app = TestApp::spawn_with(config).await;
+    let names = ["Whiskerbot Calm", "Whiskerbot Brisk"];
+    for (name, temperature) in names.iter().zip([0.0, 0.9]) {
+        let response = app
+            .client
+            .post(app.url("/api/arena/contenders"))
+            .bearer_auth("arena-admin")
+            .json(&json!({"name": name,
+                "policy": {"kind": "embedded", "temperature": temperature}}))
+            .send()
+            .await
+            .expect("POST contenders");
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    let run = run_script("arena.mjs", &app.base, &[], Duration::from_secs(300)).await;
+    let report = run.passed();
+    for field in ["prompt", "answer_a", "answer_b"] {
+        assert!(
+            !report[field].as_str().unwrap_or("").is_empty(),
+            "{field}: {report:#}"
+        );
+    }
+    let mut revealed = [
+        report["reveal_a"].as_str().unwrap().to_string(),
+        report["reveal_b"].as_str().unwrap().to_string(),
+    ];
+    revealed.sort();
+    let mut expected = names.map(str::to_string);
+    expected.sort();
+    assert_eq!(revealed, expected, "{report:#}");
+    assert_eq!(report["subscribed"], true, "{report:#}");
+    assert_eq!(report["live_update"], true, "{report:#}");
+    assert_eq!(report["reloaded"], false, "{report:#}");
+    assert_eq!(report["excluded"], Value::Null, "{report:#}");
+    assert_eq!(
+        report["counted_after"].as_u64().unwrap(),
+        report["counted_before"].as_u64().unwrap() + 1,
+        "{report:#}"
+    );
+}

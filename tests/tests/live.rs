@@ -215,7 +215,8 @@ fn step_of(msg: &ServerMsg) -> Option<i64> {
         LiveEvent::ChessMove(_)
         | LiveEvent::ChessGame(_)
         | LiveEvent::Market(_)
-        | LiveEvent::ToolEpisode(_) => None,
+        | LiveEvent::ToolEpisode(_)
+        | LiveEvent::ArenaVote(_) => None,
         // Scene events have no step; these tests publish none.
         LiveEvent::Scene(_) => None,
     }

@@ -97,12 +97,21 @@ async fn tools_answer_each_team_with_its_own_runs() {
     assert_eq!(
         names,
         [
+            "arena_leaderboard",
             "list_environments",
             "list_runs",
             "recent_groups",
             "run_metrics"
         ]
     );
+    // The arena's leaderboard is public; with no votes yet it is empty, and an unknown arena is
+    // the caller's mistake.
+    let board: lachesis_shared::arena::LeaderboardView =
+        answer(call(&a, "arena_leaderboard", json!({"style_control": true})).await);
+    assert_eq!((board.rows.len(), board.counted_votes), (0, 0));
+    assert!(board.style_control);
+    let unknown = refusal(call(&a, "arena_leaderboard", json!({"arena": "dogbot"})).await);
+    assert_eq!(unknown.error, "invalid", "{unknown:?}");
 
     let envs: EnvironmentList = answer(call(&a, "list_environments", json!({})).await);
     let registry: Vec<&str> = lachesis::envs::registry::REGISTRY

@@ -7,12 +7,25 @@ use std::sync::{Arc, Mutex};
 use lachesis_shared::arena::{ArenaKind, LeaderboardEntry, LeaderboardView, VoteChoice};
 use rand::Rng;
 
-use super::bootstrap::{BootstrapOptions, Interval, leaderboard, next_pair, pair_counts};
+use super::bootstrap::{
+    BootstrapOptions, Interval, leaderboard, next_pair, pair_counts, rank_ranges,
+};
 use super::ratings::{FitOptions, Outcome, RatingError, Vote};
 use super::store::{StoredContender, VoteRow};
 
 /// Coverage of the leaderboard's intervals.
 pub const CONFIDENCE: f64 = 0.95;
+
+/// The served board's L2 penalty: a N(0, 1) prior on each strength in log-odds units (about ±170
+/// rating points for one standard deviation). A handful of votes then moves a contender a
+/// plausible distance instead of the hundreds of points a bare maximum likelihood gives an
+/// unbeaten contender; with hundreds of votes per contender its pull is negligible.
+pub const PRIOR_L2: f64 = 1.0;
+
+/// Below this many counted votes a contender is provisional: listed with its rating, but its rank
+/// spans the whole board and it separates no one. Bootstrap intervals of a few votes are too
+/// narrow (one vote resampled is still that one vote), so they cannot support a rank.
+pub const PROVISIONAL_VOTES: usize = 10;
 
 /// A fitted leaderboard and what dealing needs from it.
 #[derive(Debug, Clone)]
@@ -129,6 +142,7 @@ pub fn fit(
         &ratings_votes,
         FitOptions {
             style_control,
+            l2: PRIOR_L2,
             ..FitOptions::default()
         },
         BootstrapOptions {
@@ -148,6 +162,28 @@ pub fn fit(
     for row in &board.rows {
         intervals[row.contender] = row.interval;
     }
+    let provisional: Vec<bool> = {
+        let mut votes_of = vec![0; ids.len()];
+        for row in &board.rows {
+            votes_of[row.contender] = row.votes;
+        }
+        votes_of.iter().map(|&v| v < PROVISIONAL_VOTES).collect()
+    };
+    let for_ranks: Vec<Interval> = intervals
+        .iter()
+        .zip(&provisional)
+        .map(|(&i, &p)| {
+            if p {
+                Interval {
+                    lower: f64::NEG_INFINITY,
+                    upper: f64::INFINITY,
+                }
+            } else {
+                i
+            }
+        })
+        .collect();
+    let ranks = rank_ranges(&for_ranks);
     Ok(Fitted {
         last_vote,
         view: LeaderboardView {
@@ -156,8 +192,9 @@ pub fn fit(
                 .rows
                 .iter()
                 .map(|r| LeaderboardEntry {
-                    rank_best: r.rank_best,
-                    rank_worst: r.rank_worst,
+                    rank_best: ranks[r.contender].0,
+                    rank_worst: ranks[r.contender].1,
+                    provisional: provisional[r.contender],
                     contender: names[r.contender].clone(),
                     rating: r.rating,
                     lower: r.interval.lower,
@@ -267,6 +304,61 @@ mod tests {
         assert_eq!(view.win_rates[0][1], Some(12.0 / 13.0));
         let none = fit(ArenaKind::Catbot, true, 0, &[], &contenders, 50).unwrap();
         assert!(none.view.rows.is_empty());
+    }
+
+    #[test]
+    fn one_vote_moves_a_plausible_distance_and_claims_no_rank() {
+        let contenders: Vec<_> = [1, 2].into_iter().map(contender).collect();
+        let one = fit(
+            ArenaKind::Catbot,
+            false,
+            1,
+            &[vote(1, 1, 2, VoteChoice::A, true)],
+            &contenders,
+            50,
+        )
+        .unwrap();
+        let rows = &one.view.rows;
+        let gap = rows[0].rating - rows[1].rating;
+        // The prior's mode for one win: θ solves 1 - σ(2θ) = θ, θ ≈ 0.34: a gap of about 0.68
+        // log-odds, 118 points.
+        assert!(
+            gap > 50.0 && gap < 150.0,
+            "one vote moved them {gap} points"
+        );
+        for row in rows {
+            assert!(row.provisional);
+            assert_eq!((row.rank_best, row.rank_worst), (1, 2), "{row:?}");
+        }
+        // Many lopsided votes: ranked, and separated.
+        let votes: Vec<VoteRow> = (0..40)
+            .map(|k| {
+                vote(
+                    k,
+                    1,
+                    2,
+                    if k % 10 == 0 {
+                        VoteChoice::B
+                    } else {
+                        VoteChoice::A
+                    },
+                    true,
+                )
+            })
+            .collect();
+        let many = fit(ArenaKind::Catbot, false, 40, &votes, &contenders, 200).unwrap();
+        let ranks: Vec<(usize, usize, bool)> = many
+            .view
+            .rows
+            .iter()
+            .map(|r| (r.rank_best, r.rank_worst, r.provisional))
+            .collect();
+        assert_eq!(
+            ranks,
+            [(1, 1, false), (2, 2, false)],
+            "{:?}",
+            many.view.rows
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod bench;
 pub mod board;
 pub mod bootstrap;
 pub mod cli;
+pub mod ingest_bench;
 pub mod integrity;
 pub mod ratings;
 pub mod routes;

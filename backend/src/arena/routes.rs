@@ -277,13 +277,17 @@ async fn vote(
         .charge(&voter.address, 1, &arena.settings.address_votes, now)
         .map_err(limited("votes from this address"))?;
     let filters = arena.filters();
+    let address = voter.address.to_string();
+    let ballot = store::Ballot {
+        battle: id,
+        voter: &voter.key,
+        address: &address,
+        choice: body.choice,
+        reason,
+    };
     let outcome = store::cast_vote(
         &state.db,
-        id,
-        &voter.key,
-        &voter.address.to_string(),
-        body.choice,
-        reason,
+        &ballot,
         filters.same_side_run as i64,
         |taken, earlier| {
             super::integrity::exclusion(

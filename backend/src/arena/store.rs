@@ -261,20 +261,33 @@ pub enum CastOutcome {
     Void,
 }
 
+/// A vote as cast.
+#[derive(Debug, Clone, Copy)]
+pub struct Ballot<'a> {
+    pub battle: i64,
+    pub voter: &'a str,
+    pub address: &'a str,
+    pub choice: VoteChoice,
+    pub reason: Option<&'a str>,
+}
+
 /// Closes battle `id` with `voter`'s vote, in one transaction: the battle row is locked, checked
 /// (theirs, answers complete, not voted, not void), moved to `voted`, and the vote inserted with
 /// what `exclude` says of it (given the seconds since the answers were complete and the voter's
 /// earlier choices, most recent first).
 pub async fn cast_vote(
     db: &PgPool,
-    id: i64,
-    voter: &str,
-    address: &str,
-    choice: VoteChoice,
-    reason: Option<&str>,
+    ballot: &Ballot<'_>,
     history: i64,
     exclude: impl FnOnce(f64, &[VoteChoice]) -> Option<String>,
 ) -> Result<CastOutcome, ArenaStoreError> {
+    let Ballot {
+        battle: id,
+        voter,
+        address,
+        choice,
+        reason,
+    } = *ballot;
     let mut tx = db.begin().await?;
     let Some(battle) = sqlx::query!(
         r#"SELECT state, voter, EXTRACT(EPOCH FROM (now() - ready_at))::float8 AS "taken?"
@@ -450,4 +463,35 @@ pub async fn export_page(
             })
         })
         .collect()
+}
+
+/// Benchmark set-up: `count` battles dealt to `voter`, answered a minute ago and open to its vote,
+/// each between two of `contenders` picked by `seed`. Returns their ids.
+pub async fn seed_ready_battles(
+    db: &PgPool,
+    arena: ArenaKind,
+    contenders: &[i64],
+    voter: &str,
+    count: usize,
+    seed: u64,
+) -> Result<Vec<i64>, sqlx::Error> {
+    let n = contenders.len() as i64;
+    sqlx::query_scalar!(
+        r#"INSERT INTO arena_battles (arena, seed, prompt, contender_a, contender_b, answer_a,
+                                      answer_b, state, voter, address, ready_at)
+           SELECT $1, $2 + k, 'a seeded prompt',
+                  ($3::bigint[])[1 + ((($2 + k) * 7) % $4)],
+                  ($3::bigint[])[1 + ((($2 + k) * 7 + 1 + (($2 + k) % ($4 - 1))) % $4)],
+                  'answer one', 'answer two', 'ready', $5, '127.0.0.1', now() - interval '1 minute'
+           FROM generate_series(1, $6::bigint) AS k
+           RETURNING id"#,
+        arena.as_str(),
+        seed as i64,
+        contenders,
+        n,
+        voter,
+        count as i64
+    )
+    .fetch_all(db)
+    .await
 }

@@ -59,6 +59,19 @@ pub struct GroupsArgs {
     pub limit: Option<i64>,
 }
 
+/// `arena_leaderboard`'s arguments.
+#[derive(Debug, Deserialize, Serialize, rmcp::schemars::JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct LeaderboardArgs {
+    /// The arena: `catbot` (the default).
+    #[serde(default)]
+    pub arena: Option<String>,
+    /// Hold answer length fixed (length as a covariate): ratings of what was said, not how much.
+    #[serde(default)]
+    pub style_control: bool,
+}
+
 impl LachesisMcp {
     pub fn new(state: AppState) -> Self {
         Self {
@@ -141,6 +154,26 @@ impl LachesisMcp {
         };
         answer(self.groups(&viewer, &args.run, limit).await)
     }
+
+    #[tool(
+        description = "An arena's public leaderboard: each contender's Bradley-Terry rating with \
+                       its 95% bootstrap interval, its plausible ranks (a single rank only where \
+                       the intervals separate it), counted and excluded votes, and observed win \
+                       rates.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn arena_leaderboard(
+        &self,
+        Parameters(args): Parameters<LeaderboardArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let name = args.arena.as_deref().unwrap_or("catbot");
+        let Some(arena) = lachesis_shared::arena::ArenaKind::parse(name) else {
+            let shown: String = name.chars().take(40).collect();
+            return answer::<()>(Err(AppError::Invalid(format!("no arena named {shown:?}"))));
+        };
+        let board = crate::arena::routes::board_of(&self.state, arena, args.style_control).await;
+        answer(board.map(|fitted| fitted.view.clone()))
+    }
 }
 
 impl LachesisMcp {
@@ -201,7 +234,7 @@ impl ServerHandler for LachesisMcp {
             .with_instructions(
                 "Lachesis hosts RL environments for language models. Read-only tools: \
                  list_environments, list_runs, then run_metrics and recent_groups for a run \
-                 list_runs named.",
+                 list_runs named; arena_leaderboard for an arena's ratings.",
             )
     }
 }
@@ -296,8 +329,9 @@ mod tests {
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
         assert_eq!(
             names.len(),
-            4,
-            "list_environments, list_runs, run_metrics, recent_groups: {names:?}"
+            5,
+            "list_environments, list_runs, run_metrics, recent_groups, arena_leaderboard: \
+             {names:?}"
         );
         for tool in &tools {
             let hints = tool.annotations.as_ref().expect("annotated");

@@ -154,29 +154,7 @@ async fn api_base(
         .database_url
         .clone()
         .context("give --api URL, or DATABASE_URL to serve the trajectory API in this process")?;
-    let config = ServeConfig {
-        host: "127.0.0.1".into(),
-        port: 0,
-        database_url,
-        static_dir: None,
-        body_limit_bytes: 64 * 1024 * 1024,
-        db_max_connections: 8,
-        batch_gzip: false,
-        api_token: None,
-        auth: false,
-        model: None,
-        envs: Vec::new(),
-        chess_judge: Default::default(),
-        chess_uses_ratings: true,
-        settlement: Default::default(),
-        inference_limits: Default::default(),
-        accounts: Default::default(),
-        hosting: Default::default(),
-        arena: Default::default(),
-        lifecycle: Default::default(),
-        restart_backoff: Default::default(),
-        judge_cards: Vec::new(),
-    };
+    let config = ServeConfig::local(&database_url);
     let server = crate::app::Server::build(&config).await?;
     let base = format!("http://{}", server.local_addr());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();

@@ -1,5 +1,6 @@
 //! One module per page of the router.
 
+pub mod arena;
 pub mod cats;
 pub mod chess;
 pub mod dashboard;

@@ -1,0 +1,224 @@
+//! The arena: Chatbot-Arena-style battles. A voter is dealt a battle (one prompt, two anonymous
+//! answers "A" and "B"), votes, and only then learns who answered; the votes feed a Bradley–Terry
+//! leaderboard with bootstrap intervals.
+//!
+//! - [`vote::ArenaPage`] at `/arena`: deal a battle, wait for both answers, vote.
+//! - [`leaderboard::LeaderboardPage`] at `/arena/leaderboard`: the ratings, live with every vote.
+//! - [`battle::BattlePage`] at `/arena/battles/:id`: one battle, answers and verdict.
+//!
+//! The pure formatting below is shared by the three and tested natively.
+
+mod battle;
+mod leaderboard;
+mod vote;
+
+use std::time::Duration;
+
+pub use battle::BattlePage;
+pub use leaderboard::LeaderboardPage;
+pub use vote::ArenaPage;
+
+use lachesis_shared::arena::{ArenaKind, BattleState, BattleView, VoteChoice};
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+
+use crate::api::{self, ApiError};
+
+/// The only arena so far.
+const ARENA: ArenaKind = ArenaKind::Catbot;
+
+/// How often a battle whose answers are still being written is asked again.
+const POLL: Duration = Duration::from_millis(700);
+
+/// The state's wire spelling, for `data-state`.
+fn state_name(state: BattleState) -> &'static str {
+    match state {
+        BattleState::Answering => "answering",
+        BattleState::Ready => "ready",
+        BattleState::Voted => "voted",
+        BattleState::Void => "void",
+    }
+}
+
+/// The verdict as a person reads it.
+fn choice_label(choice: VoteChoice) -> &'static str {
+    match choice {
+        VoteChoice::A => "A is better",
+        VoteChoice::B => "B is better",
+        VoteChoice::Tie => "Tie",
+        VoteChoice::BothBad => "Both are bad",
+    }
+}
+
+/// `3`, or `2–4` when the intervals do not separate the contender from its neighbours.
+fn rank_range(best: usize, worst: usize) -> String {
+    if best == worst {
+        best.to_string()
+    } else {
+        format!("{best}–{worst}")
+    }
+}
+
+/// A win rate in whole percent; blank where the pair never met.
+fn percent(rate: Option<f64>) -> String {
+    rate.map(|r| format!("{:.0}%", r * 100.0))
+        .unwrap_or_default()
+}
+
+/// `1012 – 1088`: an interval in whole rating points.
+fn interval(lower: f64, upper: f64) -> String {
+    format!("{} – {}", lower.round(), upper.round())
+}
+
+/// Asks for battle `id` again every [`POLL`] while its answers are being written, putting each
+/// answer in `battle`. Stops when the answers are in, when `battle` holds another battle (a new
+/// one was dealt) or is gone (the page unmounted), or on an error other than a network one.
+fn poll_battle(
+    id: i64,
+    battle: RwSignal<Option<BattleView>>,
+    error: RwSignal<Option<String>>,
+    timer: StoredValue<Option<TimeoutHandle>>,
+) {
+    let handle = set_timeout_with_handle(
+        move || {
+            spawn_local(async move {
+                let answer = api::arena_battle(id).await;
+                let current = battle.try_with_untracked(|b| b.as_ref().map(|b| b.id));
+                if current != Some(Some(id)) {
+                    return;
+                }
+                match answer {
+                    Ok(view) => {
+                        let answering = view.state == BattleState::Answering;
+                        error.set(None);
+                        battle.set(Some(view));
+                        if answering {
+                            poll_battle(id, battle, error, timer);
+                        }
+                    }
+                    Err(e @ ApiError::Network(_)) => {
+                        error.set(Some(e.to_string()));
+                        poll_battle(id, battle, error, timer);
+                    }
+                    Err(e) => error.set(Some(e.to_string())),
+                }
+            });
+        },
+        POLL,
+    );
+    timer.try_set_value(handle.ok());
+}
+
+/// Stops [`poll_battle`]'s pending timer.
+fn stop_polling(timer: StoredValue<Option<TimeoutHandle>>) {
+    if let Some(handle) = timer.try_get_value().flatten() {
+        handle.clear();
+    }
+}
+
+/// The prompt and both answers side by side, with who answered once that is revealed.
+fn battle_body(b: &BattleView) -> impl IntoView + use<> {
+    let answering = b.state == BattleState::Answering;
+    let side = |label: &'static str, answer: Option<String>, who: Option<String>| {
+        let answer_id = if label == "A" {
+            "arena-answer-a"
+        } else {
+            "arena-answer-b"
+        };
+        let reveal_id = if label == "A" {
+            "arena-reveal-a"
+        } else {
+            "arena-reveal-b"
+        };
+        view! {
+            <section class="card arena-answer">
+                <h3>
+                    {label}
+                    {who.map(|name| view! {
+                        ": " <span class="arena-reveal" data-testid=reveal_id>{name}</span>
+                    })}
+                </h3>
+                {match answer {
+                    Some(text) => view! {
+                        <p class="arena-text" data-testid=answer_id>{text}</p>
+                    }
+                    .into_any(),
+                    None if answering => view! {
+                        <p class="muted" data-testid="arena-waiting">"Answering…"</p>
+                    }
+                    .into_any(),
+                    None => view! { <p class="muted">"(no answer)"</p> }.into_any(),
+                }}
+            </section>
+        }
+    };
+    view! {
+        <section class="card">
+            <h2>"The cat"</h2>
+            <p class="arena-text" data-testid="arena-prompt">{b.prompt.clone()}</p>
+            {answering.then(|| view! { <p class="muted">"The contenders are answering…"</p> })}
+        </section>
+        <div class="arena-pair">
+            {side("A", b.answer_a.clone(), b.contender_a.clone())}
+            {side("B", b.answer_b.clone(), b.contender_b.clone())}
+        </div>
+    }
+}
+
+/// The verdict, whether it counts, or why the battle was voided.
+fn battle_outcome(b: &BattleView) -> impl IntoView + use<> {
+    let vote = b.vote.map(|choice| {
+        view! {
+            <p data-testid="arena-vote">"Vote: " <strong>{choice_label(choice)}</strong></p>
+        }
+    });
+    let excluded = b.excluded.clone().map(|reason| {
+        view! {
+            <p class="badge warn arena-excluded" data-testid="arena-excluded">
+                "Recorded, not counted: " {reason}
+            </p>
+        }
+    });
+    let void = (b.state == BattleState::Void).then(|| {
+        let reason = b
+            .void_reason
+            .clone()
+            .unwrap_or_else(|| "no reason given".into());
+        view! {
+            <p class="error" data-testid="arena-void">"This battle was voided: " {reason}</p>
+        }
+    });
+    view! { {vote} {excluded} {void} }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_are_ranges_only_when_uncertain() {
+        assert_eq!(rank_range(1, 1), "1");
+        assert_eq!(rank_range(2, 4), "2–4");
+    }
+
+    #[test]
+    fn numbers_are_rounded_for_reading() {
+        assert_eq!(percent(Some(0.626)), "63%");
+        assert_eq!(percent(Some(1.0)), "100%");
+        assert_eq!(percent(None), "");
+        assert_eq!(interval(1011.6, 1088.2), "1012 – 1088");
+    }
+
+    #[test]
+    fn states_use_the_wire_spelling() {
+        for state in [
+            BattleState::Answering,
+            BattleState::Ready,
+            BattleState::Voted,
+            BattleState::Void,
+        ] {
+            let json = serde_json::to_value(state).unwrap();
+            assert_eq!(json, serde_json::json!(state_name(state)));
+        }
+    }
+}
