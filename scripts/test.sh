@@ -32,10 +32,18 @@ export LACHESIS_ARENA_PYTHON
 LACHESIS_MODEL=$(scripts/ensure-model.sh)
 export LACHESIS_MODEL
 
+TARGET_DIR=$(lachesis_target_dir)
+# Test executables and incremental caches untouched for a day belong to other layouts of the tree
+# (another clone's path, another feature set): on a small disk they are what fills it, and a link
+# that runs out of space dies with a bus error. Current ones are relinked below anyway.
+if [[ -d $TARGET_DIR/debug/deps ]]; then
+    find "$TARGET_DIR/debug/deps" -maxdepth 1 -type f -executable ! -name '*.*' -mtime +0 -delete
+    find "$TARGET_DIR/debug/incremental" -mindepth 1 -maxdepth 1 -mtime +0 -exec rm -rf {} +
+fi
+
 # Everything the tests need, with the feature set `cargo test` uses (so nothing builds twice),
 # including the `lachesis` binary the crash test runs.
 cargo build --workspace --all-targets
-TARGET_DIR=$(lachesis_target_dir)
 
 # A throwaway cluster: fsync off, in its own directory, on a free port; gone on exit.
 PG_TMP=$(mktemp -d /var/tmp/lachesis-test.XXXXXX)
