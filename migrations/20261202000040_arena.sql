@@ -31,7 +31,7 @@ CREATE TABLE arena_visitors (
 
 CREATE TABLE arena_battles (
     id           BIGSERIAL PRIMARY KEY,
-    arena        TEXT NOT NULL CHECK (arena IN ('catbot')),
+    arena        TEXT NOT NULL CHECK (arena IN ('catbot', 'arithmetic')),
     seed         BIGINT NOT NULL,
     prompt       TEXT NOT NULL,
     contender_a  BIGINT NOT NULL REFERENCES arena_contenders (id) ON DELETE RESTRICT,

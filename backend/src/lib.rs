@@ -13,6 +13,7 @@ pub mod config;
 pub mod dashboard;
 pub mod db;
 pub mod envs;
+pub mod feedback;
 pub mod hosting;
 pub mod inference;
 pub mod ledger;

@@ -429,3 +429,73 @@ pub async fn arena_contenders() -> ApiResult<Vec<ContenderView>> {
 pub fn arena_export_url(arena: ArenaKind) -> String {
     format!("/api/arena/battles.jsonl?arena={}", arena.as_str())
 }
+
+// --- feedback ---------------------------------------------------------------------------------
+//
+// Queues of items that signed-in people judge (rank, rate or compare answers). A queue belongs to
+// a team; its members see and judge it.
+
+use lachesis_shared::feedback::{
+    AgreementReport, ItemToJudge, NewItems, NewJudgement, NewQueue, QueueView,
+};
+
+/// [`get`], with `Ok(None)` for an answer of 204 No Content.
+async fn get_or_none<T: DeserializeOwned>(path: &str) -> ApiResult<Option<T>> {
+    let request = Request::get(path)
+        .header("Accept", "application/json")
+        .build()
+        .map_err(|e| ApiError::Network(e.to_string()))?;
+    let response = send(request, path).await?;
+    if response.status() == 204 {
+        return Ok(None);
+    }
+    decode(response, path).await.map(Some)
+}
+
+/// The queues of the caller's teams.
+pub async fn feedback_queues() -> ApiResult<Vec<QueueView>> {
+    get("/api/feedback/queues").await
+}
+
+/// Opens a queue for `team` (its owners and members may).
+pub async fn feedback_open_queue(team: &str, queue: &NewQueue) -> ApiResult<QueueView> {
+    #[derive(Serialize)]
+    struct Body<'a> {
+        team: &'a str,
+        #[serde(flatten)]
+        queue: &'a NewQueue,
+    }
+    post("/api/feedback/queues", &Body { team, queue }).await
+}
+
+/// Adds items to a queue; the answer is how many were added.
+pub async fn feedback_add_items(queue: i64, items: &NewItems) -> ApiResult<u64> {
+    #[derive(Deserialize)]
+    struct Added {
+        added: u64,
+    }
+    let Added { added } = post(&format!("/api/feedback/queues/{queue}/items"), items).await?;
+    Ok(added)
+}
+
+/// The caller's next item in the queue; `Ok(None)` when nothing is left for them.
+pub async fn feedback_next(queue: i64) -> ApiResult<Option<ItemToJudge>> {
+    get_or_none(&format!("/api/feedback/queues/{queue}/next")).await
+}
+
+/// Records the caller's judgement of an item (409 if they already judged it).
+pub async fn feedback_judge(item: i64, judgement: &NewJudgement) -> ApiResult<()> {
+    let path = format!("/api/feedback/items/{item}/judgements");
+    let request = json_request(Request::post(&path), judgement)?;
+    send(request, &path).await.map(|_| ())
+}
+
+/// How far the queue's annotators agree.
+pub async fn feedback_agreement(queue: i64) -> ApiResult<AgreementReport> {
+    get(&format!("/api/feedback/queues/{queue}/agreement")).await
+}
+
+/// A queue's export, `pairs.jsonl` or `ratings.jsonl` (a plain download link).
+pub fn feedback_export_url(queue: i64, file: &str) -> String {
+    format!("/api/feedback/queues/{queue}/{file}")
+}

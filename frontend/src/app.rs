@@ -14,6 +14,7 @@ use crate::pages::cats::CatsPage;
 use crate::pages::chess::{ChessPage, GamePage};
 use crate::pages::dashboard::{ComparePage, DashboardPage};
 use crate::pages::environments::EnvironmentsPage;
+use crate::pages::feedback::{QueuePage, QueuesPage};
 use crate::pages::login::LoginPage;
 use crate::pages::marketplace::MarketplacePage;
 use crate::pages::runs::RunsPage;
@@ -115,6 +116,8 @@ fn Shell() -> impl IntoView {
                 <Route path=path!("/arena") view=ArenaPage />
                 <Route path=path!("/arena/leaderboard") view=LeaderboardPage />
                 <Route path=path!("/arena/battles/:id") view=BattlePage />
+                <Route path=path!("/feedback") view=QueuesPage />
+                <Route path=path!("/feedback/:id") view=QueuePage />
                 <Route path=path!("/settings") view=SettingsPage />
                 <Route path=path!("/spatial") view=SpatialLivePage />
                 <Route path=path!("/spatial/solve") view=SpatialSolvePage />
@@ -173,6 +176,7 @@ fn Nav() -> impl IntoView {
             <A href="/cats">"Cats"</A>
             <A href="/tools">"Tools"</A>
             <A href="/arena">"Arena"</A>
+            <A href="/feedback">"Feedback"</A>
             <A href="/settings">"Settings"</A>
             <span class="spacer"></span>
             <LiveIndicator />

@@ -11,13 +11,19 @@ use serde::{Deserialize, Serialize};
 pub enum ArenaKind {
     /// Two caretakers answer the same cat (the cat caretaker's tasks).
     Catbot,
+    /// Two solvers answer the same arithmetic problem (the arithmetic environment's problems).
+    Arithmetic,
 }
 
 impl ArenaKind {
+    /// Every arena, in the order pages list them.
+    pub const ALL: [ArenaKind; 2] = [ArenaKind::Catbot, ArenaKind::Arithmetic];
+
     /// The name in URLs and the database.
     pub fn as_str(self) -> &'static str {
         match self {
             ArenaKind::Catbot => "catbot",
+            ArenaKind::Arithmetic => "arithmetic",
         }
     }
 
@@ -25,6 +31,7 @@ impl ArenaKind {
     pub fn parse(name: &str) -> Option<Self> {
         match name {
             "catbot" => Some(ArenaKind::Catbot),
+            "arithmetic" => Some(ArenaKind::Arithmetic),
             _ => None,
         }
     }
@@ -172,6 +179,10 @@ pub struct BattleView {
     pub excluded: Option<String>,
     /// Why the battle was voided.
     pub void_reason: Option<String>,
+    /// The environment's own judge of each answer (A, B): the cat's rubric, the true result. Shown
+    /// only once the battle is over, so it cannot sway the vote.
+    #[serde(default)]
+    pub judged: Option<[String; 2]>,
 }
 
 /// A vote on a battle.

@@ -10,6 +10,7 @@ pub mod atropos;
 pub mod cats;
 pub mod chess;
 pub mod error;
+pub mod feedback;
 pub mod health;
 pub mod ledger;
 pub mod live;

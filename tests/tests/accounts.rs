@@ -494,3 +494,5 @@ async fn roles_and_public_runs_grant_reading_without_writing() {
         .await;
     assert_eq!(visitor_writes, StatusCode::UNAUTHORIZED);
 }
+#[path = "accounts/feedback.rs"]
+mod feedback;

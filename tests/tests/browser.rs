@@ -239,3 +239,101 @@ async fn a_visitor_votes_in_the_catbot_arena_and_the_leaderboard_updates_live() 
         "{report:#}"
     );
 }
+
+/// The feedback queue in Chromium: a signed-in annotator works through a ranking, a rating and a
+/// comparison queue of two items each until each says there is nothing left, and what the browser
+/// sent is what the exports then hold (`tests/browser/feedback.mjs`).
+#[tokio::test]
+async fn an_annotator_works_through_the_feedback_queues() {
+    check_prerequisites();
+    let mut config = config_for(&fresh_database().await);
+    config.auth = true;
+    let app = TestApp::spawn_with(config).await;
+    let (cookie, csrf) = create_first_owner(&app).await;
+    let mut ids = Vec::new();
+    for (kind, answers) in [
+        ("rank", vec!["first", "second", "third"]),
+        ("rate", vec!["only"]),
+        ("compare", vec!["left", "right"]),
+    ] {
+        let response = app
+            .client
+            .post(app.url("/api/feedback/queues"))
+            .header("cookie", &cookie)
+            .header("x-csrf-token", &csrf)
+            .json(
+                &json!({"team": TEAM, "name": format!("{kind} queue"), "kind": kind,
+                "guidelines": "Prefer what is correct.", "overlap": 1}),
+            )
+            .send()
+            .await
+            .expect("POST queues");
+        assert_eq!(response.status(), StatusCode::OK);
+        let id = response.json::<Value>().await.unwrap()["id"]
+            .as_i64()
+            .unwrap();
+        let items: Vec<Value> = (1..=2)
+            .map(|k| json!({"prompt": format!("{kind} prompt {k}"), "answers": answers}))
+            .collect();
+        let response = app
+            .client
+            .post(app.url(&format!("/api/feedback/queues/{id}/items")))
+            .header("cookie", &cookie)
+            .header("x-csrf-token", &csrf)
+            .json(&json!({ "items": items }))
+            .send()
+            .await
+            .expect("POST items");
+        assert_eq!(response.status(), StatusCode::OK);
+        ids.push(id.to_string());
+    }
+    let env = [
+        ("QUEUE_RANK", ids[0].clone()),
+        ("QUEUE_RATE", ids[1].clone()),
+        ("QUEUE_COMPARE", ids[2].clone()),
+        ("SESSION_COOKIE", cookie.clone()),
+    ];
+    let run = run_script("feedback.mjs", &app.base, &env, Duration::from_secs(180)).await;
+    let report = run.passed();
+    assert_eq!(
+        report["judged"],
+        json!({"rank": 2, "rate": 2, "compare": 2}),
+        "{report:#}"
+    );
+    assert_eq!(
+        report["done_shown"],
+        json!({"rank": true, "rate": true, "compare": true}),
+        "{report:#}"
+    );
+    assert_eq!(
+        report["sent"]["rank"],
+        json!([{"kind": "rank", "order": [2, 1, 0]}, {"kind": "rank", "order": [0, 1, 2]}]),
+        "{report:#}"
+    );
+    // What the browser sent is what the server kept.
+    let export = |path: String| {
+        let request = app.client.get(app.url(&path)).header("cookie", &cookie);
+        async move {
+            let text = request.send().await.unwrap().text().await.unwrap();
+            text.lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                .collect::<Vec<Value>>()
+        }
+    };
+    let ranked = export(format!("/api/feedback/queues/{}/pairs.jsonl", ids[0])).await;
+    assert_eq!(
+        ranked,
+        [
+            json!({"prompt": "rank prompt 1", "chosen": "third", "rejected": "first"}),
+            json!({"prompt": "rank prompt 2", "chosen": "first", "rejected": "third"}),
+        ]
+    );
+    let rated = export(format!("/api/feedback/queues/{}/ratings.jsonl", ids[1])).await;
+    let scores: Vec<&Value> = rated.iter().map(|r| &r["score"]).collect();
+    assert_eq!(scores, [&json!(4), &json!(2)]);
+    let compared = export(format!("/api/feedback/queues/{}/pairs.jsonl", ids[2])).await;
+    assert_eq!(
+        compared,
+        [json!({"prompt": "compare prompt 1", "chosen": "left", "rejected": "right"})]
+    );
+}

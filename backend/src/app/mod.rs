@@ -175,6 +175,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::marketplace::feed::routes())
         .merge(crate::cats::routes())
         .merge(crate::arena::routes::routes())
+        .merge(crate::feedback::routes())
         .merge(crate::ledger::routes::routes())
         .merge(crate::supervisor::routes::routes())
         .merge(crate::mcp_server::routes(&state))

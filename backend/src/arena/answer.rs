@@ -5,9 +5,13 @@ use std::time::Duration;
 
 use lachesis_inference::ChatMessage;
 use lachesis_shared::arena::{ArenaKind, ContenderPolicy};
+use rand::SeedableRng;
 
+use crate::envs::arithmetic::Problem;
+use crate::envs::arithmetic::parse::parse_answer;
 use crate::envs::cat_caretaker::data::CatData;
 use crate::envs::cat_caretaker::dialogue::{caretaker_messages, opening};
+use crate::envs::cat_caretaker::rubric::score_answer;
 use crate::policy::client::{ServerPool, ServerPoolConfig};
 use crate::policy::{EmbeddedPolicy, Policy, PolicyRequest};
 
@@ -50,6 +54,61 @@ pub fn prompt(arena: ArenaKind, seed: u64) -> Result<ArenaPrompt, AnswerError> {
                 .map(|m| m.content.clone())
                 .unwrap_or_default();
             Ok(ArenaPrompt { text, messages })
+        }
+        ArenaKind::Arithmetic => {
+            let problem = arithmetic_problem(seed);
+            Ok(ArenaPrompt {
+                text: problem.question(),
+                messages: problem.messages(ARITHMETIC_EXAMPLES),
+            })
+        }
+    }
+}
+
+/// Worked examples before an arithmetic arena's problem, as the environment shows them.
+const ARITHMETIC_EXAMPLES: usize = 2;
+
+fn arithmetic_problem(seed: u64) -> Problem {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    Problem::random(&mut rng, 100, 20)
+}
+
+/// The environment's own judge of one answer to the prompt of `seed`, in a line: the cat's rubric
+/// (its score and the remedies named), or whether the arithmetic is right.
+pub fn judge(arena: ArenaKind, seed: u64, answer: &str) -> String {
+    match arena {
+        ArenaKind::Catbot => match CatData::builtin() {
+            Ok(data) => {
+                let task = data.task(seed);
+                let verdict = score_answer(answer, &task.scenario);
+                let reaction = if verdict.score >= 0.5 {
+                    "purrs"
+                } else {
+                    "hisses"
+                };
+                if verdict.matched.is_empty() {
+                    format!(
+                        "the cat {reaction}: score {:.2}, no remedy named",
+                        verdict.score
+                    )
+                } else {
+                    format!(
+                        "the cat {reaction}: score {:.2}, named {}",
+                        verdict.score,
+                        verdict.matched.join(", ")
+                    )
+                }
+            }
+            Err(e) => format!("no judge: {e}"),
+        },
+        ArenaKind::Arithmetic => {
+            let problem = arithmetic_problem(seed);
+            let truth = problem.answer().unwrap_or_default();
+            match parse_answer(answer) {
+                Ok(given) if given == truth => format!("correct: {truth}"),
+                Ok(given) => format!("wrong: answered {given}, the result is {truth}"),
+                Err(_) => format!("no final answer read; the result is {truth}"),
+            }
         }
     }
 }
@@ -162,6 +221,31 @@ mod tests {
         assert!(!a.text.is_empty());
         let differ = (2..20).any(|s| prompt(ArenaKind::Catbot, s).unwrap().text != a.text);
         assert!(differ, "twenty seeds all gave one prompt");
+    }
+
+    #[test]
+    fn arithmetic_prompts_ask_a_problem_the_judge_checks() {
+        let prompt = prompt(ArenaKind::Arithmetic, 5).unwrap();
+        assert!(prompt.text.starts_with("What is "), "{}", prompt.text);
+        let problem = Problem::from_question(&prompt.text).unwrap();
+        let truth = problem.answer().unwrap();
+        assert_eq!(
+            judge(ArenaKind::Arithmetic, 5, &format!("Answer: {truth}")),
+            format!("correct: {truth}")
+        );
+        let wrong = judge(ArenaKind::Arithmetic, 5, &format!("Answer: {}", truth + 1));
+        assert!(wrong.starts_with("wrong"), "{wrong}");
+        assert!(judge(ArenaKind::Arithmetic, 5, "no idea").starts_with("no final answer"));
+    }
+
+    #[test]
+    fn the_cat_purrs_at_its_remedy_and_hisses_at_nonsense() {
+        let data = CatData::builtin().unwrap();
+        let task = data.task(3);
+        let good = judge(ArenaKind::Catbot, 3, &task.scenario.remedy.join(", "));
+        assert!(good.starts_with("the cat purrs"), "{good}");
+        let bad = judge(ArenaKind::Catbot, 3, "I will sing to the moon.");
+        assert!(bad.starts_with("the cat hisses"), "{bad}");
     }
 
     #[test]

@@ -45,6 +45,15 @@ pub async fn deal(
             retry_after_s: 5,
         });
     }
+    let permit = state
+        .arena
+        .answering
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| AppError::Busy {
+            what: "the arena (every contender is answering someone)",
+            retry_after_s: 10,
+        })?;
     let contenders = store::contenders(&state.db).await?;
     let latest = state.arena.boards.latest(arena);
     let (pair, seed) = {
@@ -75,7 +84,7 @@ pub async fn deal(
         unreachable!("the pair was dealt from these contenders")
     };
     let writer = state.clone();
-    tokio::spawn(async move { write_answers(&writer, id, &prompt, [a, b]).await });
+    tokio::spawn(async move { write_answers(&writer, id, &prompt, [a, b], permit).await });
     store::battle(&state.db, id)
         .await?
         .ok_or(AppError::NotFound("battle"))
@@ -88,6 +97,7 @@ async fn write_answers(
     id: i64,
     prompt: &ArenaPrompt,
     contenders: [StoredContender; 2],
+    permit: tokio::sync::OwnedSemaphorePermit,
 ) {
     let settings = &state.arena.settings;
     let ask = |c: &'_ StoredContender| {
@@ -104,6 +114,8 @@ async fn write_answers(
         }
     };
     let (a, b) = tokio::join!(ask(&contenders[0]), ask(&contenders[1]));
+    // The model's work is done: the next battle may start before this one is stored.
+    drop(permit);
     let (answers, void) = match (a, b) {
         (Ok(a), Ok(b)) => {
             let void = integrity::void_reason(

@@ -281,3 +281,26 @@ pub fn next_pair(
     // Rounding left the target past the end: the last pair is the one it fell in.
     pairs.last().map(|&(pair, _)| pair)
 }
+
+/// Kendall's rank correlation (tau-a) between two scorings of the same items: +1 when every pair
+/// is ordered alike, -1 when every pair is reversed; a pair tied in either counts as neither.
+pub fn kendall_tau(x: &[f64], y: &[f64]) -> f64 {
+    let n = x.len().min(y.len());
+    if n < 2 {
+        return 0.0;
+    }
+    let mut score = 0.0;
+    for i in 0..n {
+        for j in i + 1..n {
+            let product = (x[i] - x[j]) * (y[i] - y[j]);
+            score += if product > 0.0 {
+                1.0
+            } else if product < 0.0 {
+                -1.0
+            } else {
+                0.0
+            };
+        }
+    }
+    score / (n * (n - 1) / 2) as f64
+}

@@ -25,6 +25,7 @@ pub mod store;
 pub mod voter;
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use crate::hosting::rate::RateTable;
 
@@ -38,7 +39,7 @@ mod tests_bootstrap;
 mod tests_ratings;
 
 /// The arena's settings and its per-caller accounting, shared by every request.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ArenaState {
     pub settings: settings::ArenaSettings,
     pub vote_rates: RateTable<String>,
@@ -47,13 +48,27 @@ pub struct ArenaState {
     pub address_battle_rates: RateTable<IpAddr>,
     pub visitor_rates: RateTable<IpAddr>,
     pub boards: board::BoardCache,
+    /// Permits for battles being answered (`settings.concurrent_battles`).
+    pub answering: Arc<tokio::sync::Semaphore>,
+}
+
+impl Default for ArenaState {
+    fn default() -> Self {
+        Self::new(settings::ArenaSettings::default())
+    }
 }
 
 impl ArenaState {
     pub fn new(settings: settings::ArenaSettings) -> Self {
         Self {
+            answering: Arc::new(tokio::sync::Semaphore::new(settings.concurrent_battles)),
             settings,
-            ..Self::default()
+            vote_rates: RateTable::default(),
+            address_vote_rates: RateTable::default(),
+            battle_rates: RateTable::default(),
+            address_battle_rates: RateTable::default(),
+            visitor_rates: RateTable::default(),
+            boards: board::BoardCache::default(),
         }
     }
 

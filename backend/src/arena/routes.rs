@@ -60,7 +60,7 @@ fn limited(what: &'static str) -> impl Fn(Limited) -> AppError {
     }
 }
 
-/// The battle as `viewer` may see it: identities only once it is over.
+/// The battle as anyone may see it: identities and the environment's judge only once it is over.
 pub fn view(b: &StoredBattle) -> BattleView {
     let over = matches!(b.state, BattleState::Voted | BattleState::Void);
     let answers_in = b.state != BattleState::Answering;
@@ -76,6 +76,12 @@ pub fn view(b: &StoredBattle) -> BattleView {
         vote: b.vote,
         excluded: b.excluded.clone(),
         void_reason: b.void_reason.clone(),
+        judged: over.then(|| {
+            b.answers.each_ref().map(|answer| match answer {
+                Some(text) => super::answer::judge(b.arena, b.seed, text),
+                None => "no answer".to_string(),
+            })
+        }),
     }
 }
 

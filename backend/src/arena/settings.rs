@@ -47,6 +47,10 @@ pub struct ArenaArgs {
     /// Most tokens a contender may write in one answer.
     #[arg(long, env = "LACHESIS_ARENA_MAX_ANSWER_TOKENS")]
     pub arena_max_answer_tokens: Option<usize>,
+    /// Battles being answered at once, server-wide: each holds the model for two answers, so
+    /// this bounds what all voters together can ask of it.
+    #[arg(long, env = "LACHESIS_ARENA_CONCURRENT_BATTLES")]
+    pub arena_concurrent_battles: Option<usize>,
     /// Seconds a contender has to answer before the battle is voided.
     #[arg(long, env = "LACHESIS_ARENA_ANSWER_TIMEOUT_S")]
     pub arena_answer_timeout_s: Option<u64>,
@@ -67,6 +71,7 @@ pub struct ArenaSettings {
     pub min_vote: Duration,
     pub same_side_run: usize,
     pub max_answer_tokens: usize,
+    pub concurrent_battles: usize,
     pub answer_timeout: Duration,
     pub bootstrap_rounds: usize,
 }
@@ -107,6 +112,7 @@ impl Default for ArenaSettings {
             min_vote: Duration::from_secs(2),
             same_side_run: 12,
             max_answer_tokens: 160,
+            concurrent_battles: 4,
             answer_timeout: Duration::from_secs(120),
             bootstrap_rounds: 200,
         }
@@ -179,6 +185,11 @@ impl ArenaSettings {
                 args.arena_max_answer_tokens.map(|n| n as u64),
                 d.max_answer_tokens as u64,
             )? as usize,
+            concurrent_battles: at_least_one(
+                "--arena-concurrent-battles",
+                args.arena_concurrent_battles.map(|n| n as u64),
+                d.concurrent_battles as u64,
+            )? as usize,
             answer_timeout: Duration::from_secs(at_least_one(
                 "--arena-answer-timeout-s",
                 args.arena_answer_timeout_s,
@@ -231,6 +242,10 @@ mod tests {
             },
             ArenaArgs {
                 arena_same_side_run: Some(0),
+                ..ArenaArgs::default()
+            },
+            ArenaArgs {
+                arena_concurrent_battles: Some(0),
                 ..ArenaArgs::default()
             },
         ] {

@@ -160,6 +160,7 @@ pub async fn finish_battle(
 pub struct StoredBattle {
     pub id: i64,
     pub arena: ArenaKind,
+    pub seed: u64,
     pub state: BattleState,
     pub prompt: String,
     pub answers: [Option<String>; 2],
@@ -184,46 +185,8 @@ fn state_of(name: &str) -> Result<BattleState, ArenaStoreError> {
     })
 }
 
-macro_rules! battle_from_row {
-    ($r:expr) => {{
-        let r = $r;
-        Ok::<_, ArenaStoreError>(StoredBattle {
-            id: r.id,
-            arena: ArenaKind::parse(&r.arena)
-                .ok_or_else(|| ArenaStoreError::Unreadable(format!("arena {:?}", r.arena)))?,
-            state: state_of(&r.state)?,
-            prompt: r.prompt,
-            answers: [r.answer_a, r.answer_b],
-            contenders: [r.name_a, r.name_b],
-            void_reason: r.void_reason,
-            voter: r.voter,
-            vote: match r.choice {
-                Some(c) => Some(
-                    VoteChoice::parse(&c)
-                        .ok_or_else(|| ArenaStoreError::Unreadable(format!("vote {c:?}")))?,
-                ),
-                None => None,
-            },
-            excluded: r.excluded,
-        })
-    }};
-}
-
 pub async fn battle(db: &PgPool, id: i64) -> Result<Option<StoredBattle>, ArenaStoreError> {
-    let row = sqlx::query!(
-        r#"SELECT b.id, b.arena, b.state, b.prompt, b.answer_a, b.answer_b, b.void_reason, b.voter,
-                  ca.name AS name_a, cb.name AS name_b,
-                  v.choice AS "choice?", v.excluded AS "excluded?"
-           FROM arena_battles b
-           JOIN arena_contenders ca ON ca.id = b.contender_a
-           JOIN arena_contenders cb ON cb.id = b.contender_b
-           LEFT JOIN arena_votes v ON v.battle_id = b.id
-           WHERE b.id = $1"#,
-        id
-    )
-    .fetch_optional(db)
-    .await?;
-    row.map(|r| battle_from_row!(r)).transpose()
+    Ok(battles(db, Some(id), None, 1).await?.pop())
 }
 
 /// The newest finished (voted or void) battles of an arena, newest first.
@@ -232,22 +195,57 @@ pub async fn recent_battles(
     arena: ArenaKind,
     limit: i64,
 ) -> Result<Vec<StoredBattle>, ArenaStoreError> {
+    battles(db, None, Some(arena), limit).await
+}
+
+/// Battle `id` in any state, or an arena's finished battles, newest first.
+async fn battles(
+    db: &PgPool,
+    id: Option<i64>,
+    finished_in: Option<ArenaKind>,
+    limit: i64,
+) -> Result<Vec<StoredBattle>, ArenaStoreError> {
     let rows = sqlx::query!(
-        r#"SELECT b.id, b.arena, b.state, b.prompt, b.answer_a, b.answer_b, b.void_reason, b.voter,
-                  ca.name AS name_a, cb.name AS name_b,
+        r#"SELECT b.id, b.arena, b.seed, b.state, b.prompt, b.answer_a, b.answer_b, b.void_reason,
+                  b.voter, ca.name AS name_a, cb.name AS name_b,
                   v.choice AS "choice?", v.excluded AS "excluded?"
            FROM arena_battles b
            JOIN arena_contenders ca ON ca.id = b.contender_a
            JOIN arena_contenders cb ON cb.id = b.contender_b
            LEFT JOIN arena_votes v ON v.battle_id = b.id
-           WHERE b.arena = $1 AND b.state IN ('voted', 'void')
-           ORDER BY b.id DESC LIMIT $2"#,
-        arena.as_str(),
+           WHERE ($1::bigint IS NULL OR b.id = $1)
+             AND ($2::text IS NULL OR (b.arena = $2 AND b.state IN ('voted', 'void')))
+           ORDER BY b.id DESC LIMIT $3"#,
+        id,
+        finished_in.map(ArenaKind::as_str),
         limit
     )
     .fetch_all(db)
     .await?;
-    rows.into_iter().map(|r| battle_from_row!(r)).collect()
+    rows.into_iter()
+        .map(|r| {
+            Ok(StoredBattle {
+                id: r.id,
+                arena: ArenaKind::parse(&r.arena)
+                    .ok_or_else(|| ArenaStoreError::Unreadable(format!("arena {:?}", r.arena)))?,
+                seed: r.seed as u64,
+                state: state_of(&r.state)?,
+                prompt: r.prompt,
+                answers: [r.answer_a, r.answer_b],
+                contenders: [r.name_a, r.name_b],
+                void_reason: r.void_reason,
+                voter: r.voter,
+                vote: r
+                    .choice
+                    .map(|c| {
+                        VoteChoice::parse(&c)
+                            .ok_or_else(|| ArenaStoreError::Unreadable(format!("vote {c:?}")))
+                    })
+                    .transpose()?,
+                excluded: r.excluded,
+            })
+        })
+        .collect()
 }
 
 /// What happened to a vote.

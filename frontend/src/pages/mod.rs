@@ -5,6 +5,7 @@ pub mod cats;
 pub mod chess;
 pub mod dashboard;
 pub mod environments;
+pub mod feedback;
 pub mod login;
 pub mod marketplace;
 pub mod runs;

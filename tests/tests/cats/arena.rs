@@ -226,6 +226,13 @@ async fn a_catbot_battle_goes_from_deal_to_leaderboard_and_every_integrity_rule_
     assert_eq!(voted.state, BattleState::Voted);
     assert_eq!(voted.vote, Some(VoteChoice::A));
     assert_eq!(voted.excluded, None);
+    // The cat's own verdict on each answer comes with the reveal, never before.
+    assert_eq!(ready.judged, None);
+    let judged = voted.judged.clone().expect("judged once voted");
+    assert!(
+        judged.iter().all(|j| j.starts_with("the cat ")),
+        "{judged:?}"
+    );
     let mut names = [voted.contender_a.unwrap(), voted.contender_b.unwrap()];
     names.sort();
     assert_eq!(names, ["Whiskerbot Alpha", "Whiskerbot Beta"]);
@@ -284,6 +291,40 @@ async fn a_catbot_battle_goes_from_deal_to_leaderboard_and_every_integrity_rule_
     );
     let flagged = lines.iter().filter(|l| !l["excluded"].is_null()).count();
     assert_eq!(flagged, 2);
+
+    // The same contenders in the arithmetic arena: its own board, its own judge.
+    let (status, body) = as_visitor(
+        &app,
+        &visitor,
+        Method::POST,
+        "/api/arena/battles",
+        Some(json!({"arena": "arithmetic"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let sum = battle(body);
+    assert!(sum.prompt.starts_with("What is "), "{}", sum.prompt);
+    assert_eq!(answered(&app, sum.id).await.state, BattleState::Ready);
+    tokio::time::sleep(reading).await;
+    let (status, body) = vote(&app, &visitor, sum.id, "b").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let judged = battle(body).judged.expect("judged once voted");
+    for verdict in &judged {
+        assert!(
+            ["correct", "wrong", "no final answer"]
+                .iter()
+                .any(|p| verdict.starts_with(p)),
+            "{judged:?}"
+        );
+    }
+    let sums: LeaderboardView =
+        serde_json::from_value(app.get("/api/arena/leaderboard?arena=arithmetic").await).unwrap();
+    assert_eq!(sums.counted_votes, 1);
+    assert_eq!(
+        board(&app).await.counted_votes,
+        3,
+        "the catbot board is its own"
+    );
 }
 
 #[tokio::test]
@@ -299,6 +340,8 @@ async fn bursts_are_limited_per_voter_and_per_address() {
             burst: 5,
             remember: 100,
         },
+        concurrent_battles: 1,
+        max_answer_tokens: 32,
         ..ArenaSettings::default()
     };
     let app = arena_app(settings).await;
@@ -344,6 +387,27 @@ async fn bursts_are_limited_per_voter_and_per_address() {
     // A forged visitor token is nobody.
     let (status, _) = vote(&app, "not-a-token", 1, "a").await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
+
+    // One battle answered at a time, server-wide: a second voter waits for the first's answers.
+    for name in ["Calico", "Siamese"] {
+        add_contender(
+            &app,
+            json!({"name": name, "policy": {"kind": "embedded", "temperature": 0.0}}),
+        )
+        .await;
+    }
+    let dealt = deal(&app, &first).await;
+    let (status, body) = as_visitor(
+        &app,
+        &second,
+        Method::POST,
+        "/api/arena/battles",
+        Some(json!({"arena": "catbot"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    answered(&app, dealt.id).await;
+    deal(&app, &second).await;
 }
 
 #[tokio::test]

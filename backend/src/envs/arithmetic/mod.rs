@@ -138,7 +138,7 @@ impl Problem {
         parts.next().is_none().then_some(Problem { a, op, b })
     }
 
-    fn random(rng: &mut StdRng, max_operand: i64, max_factor: i64) -> Problem {
+    pub fn random(rng: &mut StdRng, max_operand: i64, max_factor: i64) -> Problem {
         let op = [Op::Add, Op::Sub, Op::Mul][rng.random_range(0..3)];
         let max = if op == Op::Mul {
             max_factor

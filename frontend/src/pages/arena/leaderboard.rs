@@ -2,14 +2,14 @@
 //! bootstrap intervals, vote counts, the win-rate matrix, the newest battles and the JSONL export.
 
 use lachesis_shared::arena::{
-    ArenaVoteEvent, BattleView, ContenderView, LeaderboardEntry, LeaderboardView,
+    ArenaKind, ArenaVoteEvent, BattleView, ContenderView, LeaderboardEntry, LeaderboardView,
 };
 use lachesis_shared::live::{LiveEvent, Topic};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use leptos_router::components::A;
 
-use super::{ARENA, choice_label, interval, percent, rank_range};
+use super::{arena_tabs, choice_label, current_arena, interval, percent, rank_range};
 use crate::api;
 use crate::live::{Notice, use_topic};
 use crate::table::DataTable;
@@ -27,6 +27,7 @@ struct Data {
     contenders: RwSignal<Vec<ContenderView>>,
     error: RwSignal<Option<String>>,
     style_control: RwSignal<bool>,
+    arena: ArenaKind,
     /// A load is running; `again`: another was asked for meanwhile.
     loading: StoredValue<bool>,
     again: StoredValue<bool>,
@@ -47,8 +48,8 @@ impl Data {
                     return;
                 };
                 let (board, battles, contenders) = futures::join!(
-                    api::arena_leaderboard(ARENA, style),
-                    api::arena_battles(ARENA, BATTLES),
+                    api::arena_leaderboard(self.arena, style),
+                    api::arena_battles(self.arena, BATTLES),
                     api::arena_contenders(),
                 );
                 let mut error = None;
@@ -87,7 +88,9 @@ impl Data {
 
 #[component]
 pub fn LeaderboardPage() -> impl IntoView {
+    let arena = current_arena();
     let data = Data {
+        arena,
         board: RwSignal::new(None),
         battles: RwSignal::new(Vec::new()),
         contenders: RwSignal::new(Vec::new()),
@@ -99,8 +102,8 @@ pub fn LeaderboardPage() -> impl IntoView {
     let subscribed = RwSignal::new(false);
     let recent = RwSignal::new(Vec::<ArenaVoteEvent>::new());
     data.load();
-    use_topic(Topic::Arena { arena: ARENA }, move |notice| match notice {
-        Notice::Event(LiveEvent::ArenaVote(event)) if event.arena == ARENA => {
+    use_topic(Topic::Arena { arena }, move |notice| match notice {
+        Notice::Event(LiveEvent::ArenaVote(event)) if event.arena == arena => {
             recent.update(|r| {
                 r.insert(0, event);
                 r.truncate(RECENT_VOTES);
@@ -133,12 +136,13 @@ pub fn LeaderboardPage() -> impl IntoView {
         >
             <div class="page-head">
                 <h1>"Arena leaderboard"</h1>
+                <nav class="inline arena-tabs">{arena_tabs("/arena/leaderboard", arena)}</nav>
                 <div class="inline">
                     <span class="muted">
                         {move || if subscribed.get() { "Live" } else { "Connecting to the live feed…" }}
                     </span>
-                    <A href="/arena">"Vote"</A>
-                    <a href=api::arena_export_url(ARENA) download="arena-catbot.jsonl" data-testid="arena-export">
+                    <A href=format!("/arena?arena={}", arena.as_str())>"Vote"</A>
+                    <a href=api::arena_export_url(arena) download=format!("arena-{}.jsonl", arena.as_str()) data-testid="arena-export">
                         "Download the votes (JSONL)"
                     </a>
                 </div>

@@ -24,8 +24,48 @@ use leptos::task::spawn_local;
 
 use crate::api::{self, ApiError};
 
-/// The only arena so far.
-const ARENA: ArenaKind = ArenaKind::Catbot;
+/// The arena named by the page's `?arena=`: the catbot arena when absent or unknown.
+fn current_arena() -> ArenaKind {
+    leptos_router::hooks::use_query_map()
+        .with_untracked(|q| q.get("arena").and_then(|name| ArenaKind::parse(&name)))
+        .unwrap_or(ArenaKind::Catbot)
+}
+
+fn arena_label(arena: ArenaKind) -> &'static str {
+    match arena {
+        ArenaKind::Catbot => "Catbot",
+        ArenaKind::Arithmetic => "Arithmetic",
+    }
+}
+
+/// What the arena's contenders are asked, in a sentence.
+fn arena_blurb(arena: ArenaKind) -> &'static str {
+    match arena {
+        ArenaKind::Catbot => "Two caretakers answer the same cat.",
+        ArenaKind::Arithmetic => "Two solvers answer the same arithmetic problem.",
+    }
+}
+
+/// Links to `path` in each arena. Full page loads: a page subscribes to its arena's votes once.
+fn arena_tabs(path: &'static str, current: ArenaKind) -> impl IntoView {
+    ArenaKind::ALL
+        .iter()
+        .map(|&arena| {
+            let href = format!("{path}?arena={}", arena.as_str());
+            let class = if arena == current {
+                "tab active"
+            } else {
+                "tab"
+            };
+            view! {
+                <a href=href rel="external" class=class
+                    data-testid=format!("arena-tab-{}", arena.as_str())>
+                    {arena_label(arena)}
+                </a>
+            }
+        })
+        .collect_view()
+}
 
 /// How often a battle whose answers are still being written is asked again.
 const POLL: Duration = Duration::from_millis(700);
@@ -188,7 +228,14 @@ fn battle_outcome(b: &BattleView) -> impl IntoView + use<> {
             <p class="error" data-testid="arena-void">"This battle was voided: " {reason}</p>
         }
     });
-    view! { {vote} {excluded} {void} }
+    let judged = b.judged.clone().map(|[a, b]| {
+        view! {
+            <p class="muted" data-testid="arena-judged">
+                "The environment's own judge: A — " {a} "; B — " {b}
+            </p>
+        }
+    });
+    view! { {vote} {excluded} {void} {judged} }
 }
 
 #[cfg(test)]

@@ -5,7 +5,10 @@ use leptos::prelude::*;
 use leptos::task::spawn_local;
 use leptos_router::components::A;
 
-use super::{ARENA, battle_body, battle_outcome, poll_battle, state_name, stop_polling};
+use super::{
+    arena_blurb, arena_tabs, battle_body, battle_outcome, current_arena, poll_battle, state_name,
+    stop_polling,
+};
 use crate::api;
 use crate::app::Session;
 
@@ -15,6 +18,7 @@ const REASON_MAX: usize = 1000;
 #[component]
 pub fn ArenaPage() -> impl IntoView {
     let session = expect_context::<Session>();
+    let arena = current_arena();
     let battle = RwSignal::new(None::<BattleView>);
     let error = RwSignal::new(None::<String>);
     let busy = RwSignal::new(false);
@@ -32,7 +36,7 @@ pub fn ArenaPage() -> impl IntoView {
             .me
             .with_untracked(|me| me.as_ref().and_then(|m| m.user.as_ref()).is_none());
         spawn_local(async move {
-            match api::arena_new_battle(ARENA, need_token).await {
+            match api::arena_new_battle(arena, need_token).await {
                 Ok(view) => {
                     let (id, answering) = (view.id, view.state == BattleState::Answering);
                     battle.set(Some(view));
@@ -101,7 +105,7 @@ pub fn ArenaPage() -> impl IntoView {
             <div class="page-head">
                 <h1>"Arena"</h1>
                 <div class="inline">
-                    <A href="/arena/leaderboard">"Leaderboard"</A>
+                    <A href=format!("/arena/leaderboard?arena={}", arena.as_str())>"Leaderboard"</A>
                     {move || battle.with(|b| b.as_ref().map(|b| {
                         let href = format!("/arena/battles/{}", b.id);
                         view! { <A href=href>{format!("Battle #{}", b.id)}</A> }
@@ -117,14 +121,16 @@ pub fn ArenaPage() -> impl IntoView {
                     </button>
                 </div>
             </div>
+            <nav class="inline arena-tabs">{arena_tabs("/arena", arena)}</nav>
             <p class="muted">
-                "Two caretakers answer the same cat. You do not know who wrote which answer until you "
-                "have voted: judge the answers alone."
+                {arena_blurb(arena)}
+                " You do not know who wrote which answer until you have voted: judge the answers \
+                 alone."
             </p>
             {move || error.get().map(|e| view! { <p class="error" role="alert">{e}</p> })}
             {move || match battle.get() {
                 None => view! {
-                    <p class="card muted">"Press “New battle” to be dealt a cat and two answers."</p>
+                    <p class="card muted">"Press “New battle” to be dealt a prompt and two answers."</p>
                 }
                 .into_any(),
                 Some(b) => view! { {battle_body(&b)} {battle_outcome(&b)} }.into_any(),

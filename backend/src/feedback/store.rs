@@ -1,0 +1,280 @@
+//! The SQL of feedback queues, items and judgements.
+
+use lachesis_shared::feedback::{FeedbackKind, ItemToJudge, Judgement, NewItem, QueueView};
+use sqlx::PgPool;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FeedbackStoreError {
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+    /// A stored row holds a value this build does not read.
+    #[error("stored feedback row: {0}")]
+    Unreadable(String),
+}
+
+/// A queue with the team it belongs to.
+#[derive(Debug, Clone)]
+pub struct StoredQueue {
+    pub team_id: Option<i64>,
+    pub view: QueueView,
+}
+
+fn kind_of(name: &str) -> Result<FeedbackKind, FeedbackStoreError> {
+    FeedbackKind::parse(name)
+        .ok_or_else(|| FeedbackStoreError::Unreadable(format!("kind {name:?}")))
+}
+
+pub async fn insert_queue(
+    db: &PgPool,
+    team: Option<i64>,
+    name: &str,
+    kind: FeedbackKind,
+    guidelines: &str,
+    overlap: i32,
+) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!(
+        "INSERT INTO feedback_queues (team_id, name, kind, guidelines, overlap)
+         VALUES ($1, $2, $3, $4, $5) RETURNING id",
+        team,
+        name,
+        kind.as_str(),
+        guidelines,
+        overlap
+    )
+    .fetch_one(db)
+    .await
+}
+
+/// Whose queues to list.
+#[derive(Debug, Clone, Copy)]
+pub enum QueueScope {
+    All,
+    /// One team's.
+    Team(i64),
+    /// The teams a user belongs to.
+    MemberOf(i64),
+}
+
+/// Queue `id` (any queue when `None`) within `scope`.
+pub async fn queues(
+    db: &PgPool,
+    id: Option<i64>,
+    scope: QueueScope,
+) -> Result<Vec<StoredQueue>, FeedbackStoreError> {
+    let (team, member) = match scope {
+        QueueScope::All => (None, None),
+        QueueScope::Team(team) => (Some(team), None),
+        QueueScope::MemberOf(user) => (None, Some(user)),
+    };
+    let rows = sqlx::query!(
+        r#"SELECT q.id, q.team_id, q.name, q.kind, q.guidelines, q.overlap,
+                  (SELECT count(*) FROM feedback_items i WHERE i.queue_id = q.id) AS "items!",
+                  (SELECT coalesce(sum(i.judged), 0) FROM feedback_items i
+                   WHERE i.queue_id = q.id)::bigint AS "judgements!",
+                  (SELECT count(*) FROM feedback_items i
+                   WHERE i.queue_id = q.id AND i.judged >= q.overlap) AS "complete!"
+           FROM feedback_queues q
+           WHERE ($1::bigint IS NULL OR q.id = $1)
+             AND ($2::bigint IS NULL OR q.team_id = $2)
+             AND ($3::bigint IS NULL
+                  OR q.team_id IN (SELECT team_id FROM memberships WHERE user_id = $3))
+           ORDER BY q.id"#,
+        id,
+        team,
+        member
+    )
+    .fetch_all(db)
+    .await?;
+    rows.into_iter()
+        .map(|r| {
+            Ok(StoredQueue {
+                team_id: r.team_id,
+                view: QueueView {
+                    id: r.id,
+                    name: r.name,
+                    kind: kind_of(&r.kind)?,
+                    guidelines: r.guidelines,
+                    overlap: r.overlap as u32,
+                    items: r.items,
+                    judgements: r.judgements,
+                    complete_items: r.complete,
+                },
+            })
+        })
+        .collect()
+}
+
+/// Adds `items` to queue `queue`, all or none.
+pub async fn insert_items(db: &PgPool, queue: i64, items: &[NewItem]) -> Result<u64, sqlx::Error> {
+    let mut tx = db.begin().await?;
+    for item in items {
+        sqlx::query!(
+            "INSERT INTO feedback_items (queue_id, prompt, answers, source) VALUES ($1, $2, $3, $4)",
+            queue,
+            item.prompt,
+            &item.answers,
+            item.source.as_deref()
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(items.len() as u64)
+}
+
+/// The next item of `queue` for `annotator`: one still short of its overlap that they have not
+/// judged, the least judged first (so every item gets its first look before any gets its
+/// second), with their progress.
+pub async fn next_item(
+    db: &PgPool,
+    queue: &QueueView,
+    annotator: i64,
+) -> Result<Option<ItemToJudge>, sqlx::Error> {
+    let counts = sqlx::query!(
+        r#"SELECT
+             (SELECT count(*) FROM feedback_judgements j JOIN feedback_items i ON i.id = j.item_id
+              WHERE i.queue_id = $1 AND j.annotator = $2) AS "done!",
+             (SELECT count(*) FROM feedback_items i
+              WHERE i.queue_id = $1 AND i.judged < $3
+                AND NOT EXISTS (SELECT 1 FROM feedback_judgements j
+                                WHERE j.item_id = i.id AND j.annotator = $2)) AS "left!""#,
+        queue.id,
+        annotator,
+        queue.overlap as i32
+    )
+    .fetch_one(db)
+    .await?;
+    let row = sqlx::query!(
+        "SELECT i.id, i.prompt, i.answers FROM feedback_items i
+         WHERE i.queue_id = $1 AND i.judged < $3
+           AND NOT EXISTS (SELECT 1 FROM feedback_judgements j
+                           WHERE j.item_id = i.id AND j.annotator = $2)
+         ORDER BY i.judged, i.id LIMIT 1",
+        queue.id,
+        annotator,
+        queue.overlap as i32
+    )
+    .fetch_optional(db)
+    .await?;
+    Ok(row.map(|r| ItemToJudge {
+        item: r.id,
+        queue: queue.id,
+        kind: queue.kind,
+        guidelines: queue.guidelines.clone(),
+        prompt: r.prompt,
+        answers: r.answers,
+        done: counts.done,
+        left: counts.left,
+    }))
+}
+
+/// An item with its queue's id and rules, for checking a judgement.
+pub struct ItemRules {
+    pub queue: i64,
+    pub answers: usize,
+}
+
+pub async fn item_rules(db: &PgPool, item: i64) -> Result<Option<ItemRules>, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"SELECT queue_id, cardinality(answers) AS "answers!" FROM feedback_items WHERE id = $1"#,
+        item
+    )
+    .fetch_optional(db)
+    .await?;
+    Ok(row.map(|r| ItemRules {
+        queue: r.queue_id,
+        answers: r.answers as usize,
+    }))
+}
+
+/// What became of a judgement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Judged {
+    Stored,
+    AlreadyJudged,
+    /// The item has all the judgements its queue's overlap asks for.
+    Complete,
+    NotFound,
+}
+
+/// Stores `annotator`'s judgement of `item` if the item still wants one: the item row is locked,
+/// so two people judging the last open slot at once cannot both take it.
+pub async fn judge(
+    db: &PgPool,
+    item: i64,
+    annotator: i64,
+    judgement: &Judgement,
+) -> Result<Judged, sqlx::Error> {
+    let value = serde_json::to_value(judgement).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
+    let mut tx = db.begin().await?;
+    let Some(row) = sqlx::query!(
+        "SELECT i.judged, q.overlap FROM feedback_items i
+         JOIN feedback_queues q ON q.id = i.queue_id WHERE i.id = $1 FOR UPDATE OF i",
+        item
+    )
+    .fetch_optional(&mut *tx)
+    .await?
+    else {
+        return Ok(Judged::NotFound);
+    };
+    let inserted = sqlx::query!(
+        "INSERT INTO feedback_judgements (item_id, annotator, judgement) VALUES ($1, $2, $3)
+         ON CONFLICT (item_id, annotator) DO NOTHING",
+        item,
+        annotator,
+        value
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if inserted == 0 {
+        return Ok(Judged::AlreadyJudged);
+    }
+    if row.judged >= row.overlap {
+        return Ok(Judged::Complete);
+    }
+    sqlx::query!(
+        "UPDATE feedback_items SET judged = judged + 1 WHERE id = $1",
+        item
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(Judged::Stored)
+}
+
+/// One judgement with its item, for agreement and exports.
+#[derive(Debug, Clone)]
+pub struct JudgementRow {
+    pub item: i64,
+    pub prompt: String,
+    pub answers: Vec<String>,
+    pub annotator: String,
+    pub judgement: Judgement,
+}
+
+/// Every judgement of a queue, by item then by when it was given.
+pub async fn judgements(db: &PgPool, queue: i64) -> Result<Vec<JudgementRow>, FeedbackStoreError> {
+    let rows = sqlx::query!(
+        "SELECT i.id, i.prompt, i.answers, u.username, j.judgement
+         FROM feedback_judgements j
+         JOIN feedback_items i ON i.id = j.item_id
+         JOIN users u ON u.id = j.annotator
+         WHERE i.queue_id = $1 ORDER BY i.id, j.id",
+        queue
+    )
+    .fetch_all(db)
+    .await?;
+    rows.into_iter()
+        .map(|r| {
+            Ok(JudgementRow {
+                item: r.id,
+                prompt: r.prompt,
+                answers: r.answers,
+                annotator: r.username,
+                judgement: serde_json::from_value(r.judgement)
+                    .map_err(|e| FeedbackStoreError::Unreadable(e.to_string()))?,
+            })
+        })
+        .collect()
+}
