@@ -6,12 +6,13 @@
 //! in JSON, parsed strictly by [`parse_verdict`]; every way its answer can be wrong is a
 //! [`VerdictError`] the caller can show, and the engine judge stands in.
 
-use lachesis_shared::chess::MoveReward;
 use lachesis_shared::chess::rules::{fen_of, san_of};
+use lachesis_shared::chess::{EngineView, MoveReward};
 use serde::Deserialize;
 use shakmaty::{Chess, Move};
 
 use crate::features::{self, MoveFeatures};
+use crate::oracle::shown_eval;
 use crate::search::{self, MATE, SearchStats};
 use crate::shakmaty;
 
@@ -38,7 +39,7 @@ pub fn facts(pos: &Chess, m: Move, depth: u32) -> MoveFacts {
         .find(|(candidate, _)| *candidate == m)
         .map_or(best, |(_, v)| *v);
     MoveFacts {
-        features: features::extract(pos, m, value),
+        features: features::extract(pos, m, value, best),
         loss: (best - value).max(0),
         value,
     }
@@ -54,14 +55,7 @@ pub fn engine_verdict(pos: &Chess, m: Move, depth: u32) -> MoveReward {
     let facts = facts(pos, m, depth);
     let f = facts.features;
     let offered = f.offered_centipawns();
-    let aggression = (1.0
-        + 3.0 * f.check
-        + 1.5 * f.capture
-        + 2.0 * f.king_attack.clamp(0.0, 1.5)
-        + 1.5 * f.lines_to_king.clamp(0.0, 1.0)
-        + f.sacrifice.min(3.0)
-        + 0.5 * f.advance.clamp(0.0, 1.0))
-    .clamp(0.0, 10.0);
+    let aggression = aggression_of(&f);
     let soundness = if offered > 0 {
         10.0 * (1.0 - f64::from(facts.loss) / f64::from(offered)).clamp(0.0, 1.0)
     } else {
@@ -85,10 +79,24 @@ pub fn engine_verdict(pos: &Chess, m: Move, depth: u32) -> MoveReward {
         material_offered: offered,
         justification: justify(pos, m, &facts, mates),
         judge: ENGINE_JUDGE.into(),
+        mark: None,
+        engine: None,
     }
 }
 
-fn round1(x: f64) -> f64 {
+/// Judged aggression from what a move does: checks, captures, pressure on the king, material
+/// offered and ground taken.
+pub fn aggression_of(f: &MoveFeatures) -> f64 {
+    (1.0 + 3.0 * f.check
+        + 1.5 * f.capture
+        + 2.0 * f.king_attack.clamp(0.0, 1.5)
+        + 1.5 * f.lines_to_king.clamp(0.0, 1.0)
+        + f.sacrifice.min(3.0)
+        + 0.5 * f.advance.clamp(0.0, 1.0))
+    .clamp(0.0, 10.0)
+}
+
+pub(crate) fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
 
@@ -135,7 +143,12 @@ fn justify(pos: &Chess, m: Move, facts: &MoveFacts, mates: bool) -> String {
 
 /// The prompt an LLM judge answers; the engine's facts are given so a small model judges the
 /// chess rather than guessing the material count.
-pub fn verdict_prompt(pos: &Chess, m: Move, facts: &MoveFacts) -> (String, String) {
+pub fn verdict_prompt(
+    pos: &Chess,
+    m: Move,
+    facts: &MoveFacts,
+    engine: Option<&EngineView>,
+) -> (String, String) {
     let system = "You judge chess moves played by an attacking agent. Score the move on three \
 separate axes from 0 to 10: aggression (how hard it attacks), brilliance (how strong and \
 surprising it is), soundness (whether any material it gives up is justified; 5 if it gives up \
@@ -143,7 +156,7 @@ nothing). Answer with one JSON object and nothing else: \
 {\"aggression\": <0-10>, \"brilliance\": <0-10>, \"soundness\": <0-10>, \"justification\": \"<one sentence>\"}"
         .to_string();
     let f = &facts.features;
-    let user = format!(
+    let mut user = format!(
         "Position (FEN) before the move: {}\nMove: {}\nEngine facts: material offered {:.1} pawns; \
 gives check: {}; captures: {}; pawns worse than the best move: {:.1}.",
         fen_of(pos),
@@ -153,6 +166,19 @@ gives check: {}; captures: {}; pawns worse than the best move: {:.1}.",
         if f.capture > 0.0 { "yes" } else { "no" },
         f64::from(facts.loss) / 100.0,
     );
+    if let Some(engine) = engine {
+        let best = engine
+            .better_move
+            .as_deref()
+            .map_or("this move".to_string(), |b| {
+                format!("{b} ({})", shown_eval(engine.best_cp))
+            });
+        user.push_str(&format!(
+            "\nStockfish at depth {}: after this move the mover stands {}; its best move is {best}.",
+            engine.depth,
+            shown_eval(engine.played_cp),
+        ));
+    }
     (system, user)
 }
 
@@ -166,15 +192,19 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    pub fn into_reward(self, offered: i32, judge: &str) -> MoveReward {
+    /// The LLM's scores as a reward; the annotation and the engine's figures stay those of the
+    /// engine judge (`engine`), which the LLM was shown.
+    pub fn into_reward(self, engine: &MoveReward, judge: &str) -> MoveReward {
         MoveReward {
             total: combine(self.aggression, self.brilliance, self.soundness),
             aggression: self.aggression,
             brilliance: self.brilliance,
             soundness: self.soundness,
-            material_offered: offered,
+            material_offered: engine.material_offered,
             justification: self.justification,
             judge: judge.into(),
+            mark: engine.mark,
+            engine: engine.engine.clone(),
         }
     }
 }

@@ -63,11 +63,21 @@ fn verdicts_are_read_from_prose_and_fences() {
     let v = parse_verdict(text).unwrap();
     assert_eq!((v.aggression, v.brilliance, v.soundness), (8.0, 6.5, 3.0));
     assert_eq!(v.justification, "Bold {but} risky.");
-    let reward = v.into_reward(300, "smollm2");
+    let engine = MoveReward {
+        material_offered: 300,
+        mark: Some(lachesis_shared::chess::MoveMark::Good),
+        ..verdict(
+            "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1",
+            "e2e4",
+        )
+    };
+    let reward = v.into_reward(&engine, "smollm2");
     // (0.45·8 + 0.25·6.5 + 0.3·3) / 10 = (3.6 + 1.625 + 0.9) / 10.
     assert!((reward.total - 0.6125).abs() < 1e-12, "{reward:?}");
     assert_eq!(reward.material_offered, 300);
     assert_eq!(reward.judge, "smollm2");
+    // The annotation is the engine's: the LLM scores the move, it does not grade it.
+    assert_eq!(reward.mark, Some(lachesis_shared::chess::MoveMark::Good));
 }
 
 #[test]

@@ -1,11 +1,13 @@
-//! The DeepSacrifice agent, with no I/O: what the server, the self-play command and the LLM-player
-//! environment share.
+//! The DeepSacrifice agent: what the server, the self-play command and the LLM-player environment
+//! share. Its only I/O is the Stockfish processes of [`stockfish`].
 //!
 //! - [`features`]: what a move does (material by static exchange, sacrifices, checks, attack on
 //!   the king, lines opened toward it, mobility), as numbers the policy weighs.
 //! - [`search`]: a material-and-position evaluation with a shallow alpha-beta and quiescence.
 //! - [`agent`]: the policy, a softmax over weighted move features at a temperature.
 //! - [`judge`]: the reward model, either the engine judge or an LLM's verdict (strict JSON).
+//! - [`stockfish`] and [`oracle`]: Stockfish over UCI, and soundness and annotations judged by it.
+//! - [`rating`]: the agent's Elo, from games against Stockfish held to fixed strengths.
 //! - [`learn`]: policy-gradient updates of the weights from judged games.
 //! - [`selfplay`]: games against a fixed baseline, learning as it goes.
 //! - [`player`]: reading a move out of a language model's answer (SAN or UCI).
@@ -14,9 +16,12 @@ pub mod agent;
 pub mod features;
 pub mod judge;
 pub mod learn;
+pub mod oracle;
 pub mod player;
+pub mod rating;
 pub mod search;
 pub mod selfplay;
+pub mod stockfish;
 
 pub use lachesis_shared::chess::shakmaty;
 

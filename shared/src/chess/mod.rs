@@ -135,6 +135,87 @@ pub struct MoveReward {
     pub justification: String,
     /// `engine` or the LLM judge's model name.
     pub judge: String,
+    /// The annotation a review shows beside the move, when it earns one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mark: Option<MoveMark>,
+    /// Stockfish's figures for the move, when Stockfish judged it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineView>,
+}
+
+/// A move's annotation, as lichess's analysis shows it (PGN numeric annotation glyphs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MoveMark {
+    /// `!!`: a sound sacrifice that is the engine's best move or nearly.
+    Brilliant,
+    /// `!`: a sound sacrifice.
+    Good,
+    /// `?!`
+    Inaccuracy,
+    /// `?`
+    Mistake,
+    /// `??`
+    Blunder,
+}
+
+impl MoveMark {
+    /// The mark as written after the move: `!!`, `!`, `?!`, `?` or `??`.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            MoveMark::Brilliant => "!!",
+            MoveMark::Good => "!",
+            MoveMark::Inaccuracy => "?!",
+            MoveMark::Mistake => "?",
+            MoveMark::Blunder => "??",
+        }
+    }
+
+    /// PGN's numeric annotation glyph: `$3` is `!!`, `$1` `!`, `$6` `?!`, `$2` `?`, `$4` `??`.
+    pub fn nag(self) -> u8 {
+        match self {
+            MoveMark::Brilliant => 3,
+            MoveMark::Good => 1,
+            MoveMark::Inaccuracy => 6,
+            MoveMark::Mistake => 2,
+            MoveMark::Blunder => 4,
+        }
+    }
+}
+
+/// The value of a mate in 0, in centipawns; a mate in n is `MATE_CP - n` for the side that mates.
+pub const MATE_CP: i32 = 30_000;
+
+/// An evaluation in centipawns as people and PGN read it: `#3` or `#-2` for a mate (negative: the
+/// other side mates), else pawns to `decimals` places, with a `+` on positive values when `signed`.
+pub fn eval_text(cp: i32, decimals: usize, signed: bool) -> String {
+    if cp.abs() > MATE_CP - 1_000 {
+        let moves = MATE_CP - cp.abs();
+        return if cp > 0 {
+            format!("#{moves}")
+        } else {
+            format!("#-{moves}")
+        };
+    }
+    let pawns = f64::from(cp) / 100.0;
+    if signed {
+        format!("{pawns:+.decimals$}")
+    } else {
+        format!("{pawns:.decimals$}")
+    }
+}
+
+/// What the engine found about one move, in centipawns from the mover's side (mates near ±30000).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineView {
+    /// The position's value with the engine's best move.
+    pub best_cp: i32,
+    /// The value after the move played.
+    pub played_cp: i32,
+    /// The engine's best move in SAN, when it differs from the move played.
+    pub better_move: Option<String>,
+    /// The search depth the figures come from.
+    pub depth: u32,
 }
 
 /// One move of a game, as played and (later) reviewed.
@@ -276,4 +357,35 @@ pub struct ChessGameEvent {
     pub outcome: Option<GameOutcome>,
     /// The judge has scored its agent moves.
     pub reviewed: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evaluations_read_as_pawns_or_mates() {
+        assert_eq!(eval_text(35, 2, false), "0.35");
+        assert_eq!(eval_text(-120, 2, false), "-1.20");
+        assert_eq!(eval_text(130, 1, true), "+1.3");
+        assert_eq!(eval_text(0, 1, true), "+0.0");
+        assert_eq!(eval_text(MATE_CP - 3, 2, false), "#3");
+        assert_eq!(eval_text(-MATE_CP + 1, 1, true), "#-1");
+        // Large but not mating evaluations stay in pawns.
+        assert_eq!(eval_text(2_500, 2, false), "25.00");
+    }
+
+    #[test]
+    fn marks_have_their_pgn_glyphs() {
+        let all = [
+            (MoveMark::Brilliant, "!!", 3),
+            (MoveMark::Good, "!", 1),
+            (MoveMark::Inaccuracy, "?!", 6),
+            (MoveMark::Mistake, "?", 2),
+            (MoveMark::Blunder, "??", 4),
+        ];
+        for (mark, symbol, nag) in all {
+            assert_eq!((mark.symbol(), mark.nag()), (symbol, nag));
+        }
+    }
 }

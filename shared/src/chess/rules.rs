@@ -232,11 +232,25 @@ pub fn pgn(tags: &[(&str, String)], start_fen: &str, sans: &[String], result: &s
     out
 }
 
-/// PGN export format: lines of at most `width` characters.
+/// PGN export format: lines of at most `width` characters. A command in a comment
+/// (`[%eval 0.35]`) is never broken across lines, since readers match it whole.
 fn wrap(text: &str, width: usize) -> String {
+    let mut words: Vec<String> = Vec::new();
+    let mut open_command = false;
+    for word in text.split(' ') {
+        match words.last_mut() {
+            Some(last) if open_command => {
+                last.push(' ');
+                last.push_str(word);
+            }
+            _ => words.push(word.to_string()),
+        }
+        let last = words.last().map(String::as_str).unwrap_or_default();
+        open_command = last.rfind("[%").is_some_and(|i| !last[i..].contains(']'));
+    }
     let mut out = String::new();
     let mut len = 0;
-    for word in text.split(' ') {
+    for word in &words {
         if len > 0 && len + 1 + word.len() > width {
             out.push('\n');
             len = 0;
@@ -316,5 +330,18 @@ mod tests {
         );
         assert!(text.contains("[Event \"t\"]"));
         assert!(text.trim_end().ends_with("1. e4 e5 2. Nf3 *"), "{text}");
+    }
+
+    #[test]
+    fn wrapping_never_splits_an_eval_command() {
+        let sans: Vec<String> = (0..12)
+            .map(|i| format!("Nf3 $1 {{ [%eval {i}.25] a comment long enough to wrap the line }}"))
+            .collect();
+        let text = pgn(&[], START_FEN, &sans, "*");
+        assert!(text.lines().all(|l| l.len() <= 79), "{text}");
+        for i in 0..12 {
+            assert!(text.contains(&format!("[%eval {i}.25]")), "{text}");
+        }
+        assert_eq!(text.matches("[%eval ").count(), 12);
     }
 }
