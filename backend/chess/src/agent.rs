@@ -39,10 +39,15 @@ impl Default for PolicyParams {
 }
 
 impl PolicyParams {
-    /// Parameters stored as JSON; a blob with the wrong number of weights is refused.
+    /// Parameters stored as JSON. Versions learned before the last features were added have
+    /// fewer weights: the new features weigh nothing until learning moves them. More weights
+    /// than features is refused.
     pub fn from_json(value: &serde_json::Value) -> Result<Self, String> {
-        let params: PolicyParams =
+        let mut params: PolicyParams =
             serde_json::from_value(value.clone()).map_err(|e| format!("policy parameters: {e}"))?;
+        if (1..FEATURE_COUNT).contains(&params.weights.len()) {
+            params.weights.resize(FEATURE_COUNT, 0.0);
+        }
         if params.weights.len() != FEATURE_COUNT {
             return Err(format!(
                 "policy parameters have {} weights, expected {FEATURE_COUNT}",
@@ -87,7 +92,23 @@ pub struct Decision {
     pub log_prob_gradient: [f64; FEATURE_COUNT],
     pub probability: f64,
     pub nodes: u64,
+    /// The likeliest moves (the chosen one among them when it is likely enough), for learning
+    /// from what the policy would have played on average rather than from one draw.
+    pub candidates: Vec<Candidate>,
 }
+
+/// One move the policy might have played.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub m: Move,
+    pub probability: f64,
+    /// d log π(m) / d weights.
+    pub log_prob_gradient: [f64; FEATURE_COUNT],
+}
+
+/// At most this many candidates are kept per decision, each at least [`MIN_CANDIDATE`] likely.
+pub const MAX_CANDIDATES: usize = 6;
+const MIN_CANDIDATE: f64 = 0.02;
 
 /// Chooses a move for the side to move; `None` when the game is over.
 pub fn choose(params: &PolicyParams, pos: &Chess, rng: &mut impl Rng) -> Option<Decision> {
@@ -100,7 +121,7 @@ pub fn choose(params: &PolicyParams, pos: &Chess, rng: &mut impl Rng) -> Option<
     let candidates: Vec<(Move, i32, MoveFeatures, f64)> = scored
         .into_iter()
         .map(|(m, value)| {
-            let f = features::extract(pos, m, value);
+            let f = features::extract(pos, m, value, best_value);
             let s = params.score(&f) / params.temperature;
             (m, value, f, s)
         })
@@ -126,11 +147,27 @@ pub fn choose(params: &PolicyParams, pos: &Chess, rng: &mut impl Rng) -> Option<
             *acc += x * e / total;
         }
     }
+    let gradient_of = |f: &MoveFeatures| {
+        let mut g = [0.0; FEATURE_COUNT];
+        for ((g, x), mean) in g.iter_mut().zip(f.values()).zip(expected) {
+            *g = (x - mean) / params.temperature;
+        }
+        g
+    };
     let (chosen, chosen_value, f, _) = candidates[index];
-    let mut log_prob_gradient = [0.0; FEATURE_COUNT];
-    for ((g, x), mean) in log_prob_gradient.iter_mut().zip(f.values()).zip(expected) {
-        *g = (x - mean) / params.temperature;
-    }
+    let log_prob_gradient = gradient_of(&f);
+    let mut likeliest: Vec<usize> = (0..candidates.len()).collect();
+    likeliest.sort_by(|a, b| exps[*b].total_cmp(&exps[*a]));
+    let kept = likeliest
+        .into_iter()
+        .take(MAX_CANDIDATES)
+        .filter(|i| exps[*i] / total >= MIN_CANDIDATE)
+        .map(|i| Candidate {
+            m: candidates[i].0,
+            probability: exps[i] / total,
+            log_prob_gradient: gradient_of(&candidates[i].2),
+        })
+        .collect();
     Some(Decision {
         chosen,
         features: f,
@@ -139,6 +176,7 @@ pub fn choose(params: &PolicyParams, pos: &Chess, rng: &mut impl Rng) -> Option<
         log_prob_gradient,
         probability: exps[index] / total,
         nodes: stats.nodes,
+        candidates: kept,
     })
 }
 
@@ -146,9 +184,12 @@ pub fn choose(params: &PolicyParams, pos: &Chess, rng: &mut impl Rng) -> Option<
 pub fn distribution(params: &PolicyParams, pos: &Chess) -> Vec<(Move, f64)> {
     let mut stats = SearchStats::default();
     let scored = search::score_moves(pos, params.depth.max(1), &mut stats);
+    let best_value = scored.iter().map(|(_, v)| *v).max().unwrap_or(0);
     let scores: Vec<f64> = scored
         .iter()
-        .map(|(m, v)| params.score(&features::extract(pos, *m, *v)) / params.temperature)
+        .map(|(m, v)| {
+            params.score(&features::extract(pos, *m, *v, best_value)) / params.temperature
+        })
         .collect();
     let top = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let total: f64 = scores.iter().map(|s| (s - top).exp()).sum();
@@ -209,9 +250,16 @@ mod tests {
             PolicyParams::from_json(&good).unwrap(),
             PolicyParams::default()
         );
-        let short =
-            serde_json::json!({"version": 1, "weights": [1.0], "temperature": 0.5, "depth": 2});
-        assert!(PolicyParams::from_json(&short).is_err());
+        // An older version's ten weights: the two sacrifice kinds start at zero.
+        let older = serde_json::json!({"version": 3, "weights": vec![0.5; 10], "temperature": 0.5, "depth": 2});
+        let read = PolicyParams::from_json(&older).unwrap();
+        assert_eq!(read.weights.len(), FEATURE_COUNT);
+        assert_eq!(&read.weights[10..], &[0.0, 0.0]);
+        let long = serde_json::json!({"version": 1, "weights": vec![1.0; FEATURE_COUNT + 1], "temperature": 0.5, "depth": 2});
+        assert!(PolicyParams::from_json(&long).is_err());
+        let empty =
+            serde_json::json!({"version": 1, "weights": [], "temperature": 0.5, "depth": 2});
+        assert!(PolicyParams::from_json(&empty).is_err());
         let cold = serde_json::json!({"version": 1, "weights": vec![0.0; FEATURE_COUNT], "temperature": 0.0, "depth": 2});
         assert!(PolicyParams::from_json(&cold).is_err());
     }

@@ -21,8 +21,14 @@ pub const NAMES: [&str; FEATURE_COUNT] = [
     "advance",
     "mobility",
     "own_king_exposure",
+    "backed_sacrifice",
+    "loose_sacrifice",
 ];
-pub const FEATURE_COUNT: usize = 10;
+pub const FEATURE_COUNT: usize = 12;
+
+/// A sacrifice the agent's own search rates within this of its best move is "backed": the
+/// search sees something for the material inside its horizon.
+pub const BACKED_WITHIN_CP: i32 = 50;
 
 /// The features of one move in one position.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -45,6 +51,11 @@ pub struct MoveFeatures {
     pub mobility: f64,
     /// Change in enemy attacks on our own king zone, per 4 (higher is more exposed).
     pub own_king_exposure: f64,
+    /// The sacrifice, in pawns, when the search rates the move within [`BACKED_WITHIN_CP`] of its
+    /// best: what a sound sacrifice looks like from inside a shallow search.
+    pub backed_sacrifice: f64,
+    /// The sacrifice, in pawns, when the search finds the move worse than that.
+    pub loose_sacrifice: f64,
 }
 
 impl MoveFeatures {
@@ -60,6 +71,8 @@ impl MoveFeatures {
             self.advance,
             self.mobility,
             self.own_king_exposure,
+            self.backed_sacrifice,
+            self.loose_sacrifice,
         ]
     }
 
@@ -69,8 +82,9 @@ impl MoveFeatures {
     }
 }
 
-/// The features of `m` in `pos`; `search_value` is the search's score of the move in centipawns.
-pub fn extract(pos: &Chess, m: Move, search_value: i32) -> MoveFeatures {
+/// The features of `m` in `pos`; `search_value` is the search's score of the move and
+/// `best_value` that of the best move, in centipawns.
+pub fn extract(pos: &Chess, m: Move, search_value: i32, best_value: i32) -> MoveFeatures {
     let us = pos.turn();
     let them = us.other();
     let exchange = static_exchange(pos, m);
@@ -89,10 +103,12 @@ pub fn extract(pos: &Chess, m: Move, search_value: i32) -> MoveFeatures {
         None => 0.0,
     };
     let scale = |before: i32, after: i32, per: f64| f64::from(after - before) / per;
+    let sacrifice = (f64::from((-exchange).max(0)) / 100.0).min(9.0);
+    let backed = best_value.saturating_sub(search_value) <= BACKED_WITHIN_CP;
     MoveFeatures {
         search: (f64::from(search_value) / 100.0).clamp(-10.0, 10.0),
         material: (f64::from(exchange) / 100.0).clamp(-9.0, 9.0),
-        sacrifice: (f64::from((-exchange).max(0)) / 100.0).min(9.0),
+        sacrifice,
         check: if after.is_check() { 1.0 } else { 0.0 },
         capture: if m.is_capture() { 1.0 } else { 0.0 },
         king_attack: scale(
@@ -116,6 +132,8 @@ pub fn extract(pos: &Chess, m: Move, search_value: i32) -> MoveFeatures {
             zone_attacks(&after, them, our_king, false),
             4.0,
         ),
+        backed_sacrifice: if backed { sacrifice } else { 0.0 },
+        loose_sacrifice: if backed { 0.0 } else { sacrifice },
     }
 }
 
@@ -250,17 +268,30 @@ mod tests {
         let pos =
             parse_fen("r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5Q2/PPPP1PPP/RNB1KBNR w KQkq - 2 3").unwrap();
         let m = parse_uci(&pos, "f3f7").unwrap();
-        let f = extract(&pos, m, -800);
+        let f = extract(&pos, m, -800, 50);
         assert_eq!(f.check, 1.0);
         assert_eq!(f.capture, 1.0);
         assert_eq!(f.offered_centipawns(), 800);
         assert_eq!(f.material, -8.0);
         assert!(f.king_attack != 0.0 || f.lines_to_king != 0.0, "{f:?}");
-        // A quiet developing move offers nothing.
-        let quiet = extract(&pos, parse_uci(&pos, "g1e2").unwrap(), 0);
+        // The search finds it 8.5 pawns worse than the best move: a loose sacrifice.
+        assert_eq!((f.loose_sacrifice, f.backed_sacrifice), (8.0, 0.0));
+        // The same move rated within half a pawn of the best is a backed one.
+        let backed = extract(&pos, m, 0, 40);
         assert_eq!(
-            (quiet.sacrifice, quiet.check, quiet.capture),
-            (0.0, 0.0, 0.0)
+            (backed.loose_sacrifice, backed.backed_sacrifice),
+            (0.0, 8.0)
+        );
+        // A quiet developing move offers nothing.
+        let quiet = extract(&pos, parse_uci(&pos, "g1e2").unwrap(), 0, 50);
+        assert_eq!(
+            (
+                quiet.sacrifice,
+                quiet.check,
+                quiet.capture,
+                quiet.backed_sacrifice
+            ),
+            (0.0, 0.0, 0.0, 0.0)
         );
         assert!(quiet.advance > 0.0);
     }

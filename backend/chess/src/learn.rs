@@ -5,6 +5,8 @@
 //! mean over the update (a baseline, so an update moves towards the better moves of the batch
 //! rather than towards every move), and the step is clipped so one odd game cannot wreck a policy.
 
+use lachesis_shared::chess::{MoveMark, MoveReward};
+
 use crate::agent::PolicyParams;
 use crate::features::FEATURE_COUNT;
 
@@ -17,6 +19,12 @@ pub struct LearnSettings {
     pub max_step: f64,
     /// Weights are kept within ± this.
     pub max_weight: f64,
+    /// What a pawn given up against Stockfish's best line takes off a move's return.
+    pub loss_weight: f64,
+    /// Losses are counted up to this many pawns: a move is not worse than "lost".
+    pub max_loss_pawns: f64,
+    /// Added to the return of a sacrifice Stockfish marks `!` or `!!`.
+    pub sound_sacrifice_bonus: f64,
 }
 
 impl Default for LearnSettings {
@@ -26,6 +34,9 @@ impl Default for LearnSettings {
             result_weight: 0.1,
             max_step: 1.0,
             max_weight: 12.0,
+            loss_weight: 0.2,
+            max_loss_pawns: 3.0,
+            sound_sacrifice_bonus: 1.0,
         }
     }
 }
@@ -38,6 +49,22 @@ pub struct Credit {
     pub reward: f64,
     /// The game's result for the agent: 1 win, 0 draw, −1 loss.
     pub result: f64,
+}
+
+/// What one judged move is worth to learning: the judge's combined score, less what the move
+/// gives up against Stockfish's best line when Stockfish judged it. Without that term an unsound
+/// sacrifice scores like a sound one on aggression, and the agent learns to throw pieces away.
+pub fn move_return(reward: &MoveReward, settings: &LearnSettings) -> f64 {
+    let lost_pawns = reward.engine.as_ref().map_or(0.0, |engine| {
+        f64::from(crate::oracle::loss_cp(engine.best_cp, engine.played_cp)) / 100.0
+    });
+    let sound_sacrifice = matches!(reward.mark, Some(MoveMark::Brilliant | MoveMark::Good));
+    reward.total - settings.loss_weight * lost_pawns.min(settings.max_loss_pawns)
+        + if sound_sacrifice {
+            settings.sound_sacrifice_bonus
+        } else {
+            0.0
+        }
 }
 
 /// A person's 1–5 rating as a reward in [0, 1].
@@ -102,6 +129,76 @@ pub fn update(
     }
     let report = UpdateReport {
         moves: credits.len(),
+        mean_return,
+        step_norm: norm * scale,
+    };
+    (next, report)
+}
+
+/// One position the agent moved in, with the moves it was likely to play there judged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PositionCredit {
+    /// Each likely move: d log π / d w, its probability, its return.
+    pub candidates: Vec<([f64; FEATURE_COUNT], f64, f64)>,
+    /// d log π / d w of the move actually played, which the game's result is credited to.
+    pub chosen_gradient: [f64; FEATURE_COUNT],
+    /// The game's result for the agent: 1 win, 0 draw, −1 loss.
+    pub result: f64,
+}
+
+/// The next version of `params` by the expected policy gradient: in every position, each likely
+/// move pulls the weights by its probability times how much better it scored than the likely
+/// moves' average there. Only the game's result is a one-draw estimate (credited to the moves
+/// played, centred on the batch's mean result). Far less noisy than [`update`] when a judge can
+/// score moves that were not played.
+pub fn update_expected(
+    params: &PolicyParams,
+    positions: &[PositionCredit],
+    settings: &LearnSettings,
+) -> (PolicyParams, UpdateReport) {
+    let mut next = params.clone();
+    next.version = params.version + 1;
+    if positions.is_empty() {
+        let report = UpdateReport {
+            moves: 0,
+            mean_return: 0.0,
+            step_norm: 0.0,
+        };
+        return (next, report);
+    }
+    let n = positions.len() as f64;
+    let mean_result = positions.iter().map(|p| p.result).sum::<f64>() / n;
+    let mut step = [0.0; FEATURE_COUNT];
+    let mut mean_return = 0.0;
+    for position in positions {
+        let mass: f64 = position.candidates.iter().map(|c| c.1).sum();
+        if mass > 0.0 {
+            let average = position.candidates.iter().map(|c| c.1 * c.2).sum::<f64>() / mass;
+            mean_return += average / n;
+            for (gradient, probability, ret) in &position.candidates {
+                for (s, g) in step.iter_mut().zip(gradient) {
+                    *s += settings.learning_rate * probability / mass * (ret - average) * g / n;
+                }
+            }
+        }
+        let advantage = settings.result_weight * (position.result - mean_result);
+        for (s, g) in step.iter_mut().zip(position.chosen_gradient) {
+            *s += settings.learning_rate * advantage * g / n;
+        }
+    }
+    let norm = step.iter().map(|s| s * s).sum::<f64>().sqrt();
+    let scale = if norm > settings.max_step {
+        settings.max_step / norm
+    } else {
+        1.0
+    };
+    for (w, s) in next.weights.iter_mut().zip(step) {
+        if s.is_finite() {
+            *w = (*w + s * scale).clamp(-settings.max_weight, settings.max_weight);
+        }
+    }
+    let report = UpdateReport {
+        moves: positions.len(),
         mean_return,
         step_norm: norm * scale,
     };

@@ -1,17 +1,21 @@
-//! Self-play: the learning agent against a fixed baseline (version 0), judged by the engine and
-//! updated after every few games; each update is a new policy version.
+//! Self-play: the learning agent against a fixed baseline (version 0), judged by Stockfish (or,
+//! without it, the shallow-search judge) and updated after every few games; each update is a new
+//! policy version.
 
+use lachesis_shared::chess::MoveReward;
 use lachesis_shared::chess::rules::{MAX_PLIES, outcome_of, uci_of};
 use lachesis_shared::chess::{GameEnd, GameOutcome, Side};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use shakmaty::{Chess, Color, Position};
+use shakmaty::{Chess, Color, Move, Position};
 
 use crate::agent::{self, Decision, PolicyParams};
 use crate::judge;
-use crate::learn::{self, Credit, LearnSettings};
+use crate::learn::{self, Credit, LearnSettings, PositionCredit};
+use crate::oracle::{self, OracleSettings, Soundness};
 use crate::search;
 use crate::shakmaty;
+use crate::stockfish::{EngineError, EnginePool};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct SelfPlayConfig {
@@ -19,9 +23,12 @@ pub struct SelfPlayConfig {
     pub seed: u64,
     /// Games played by one policy version before it learns from them.
     pub games_per_version: usize,
-    /// Games longer than this are adjudicated on material.
+    /// Games longer than this are adjudicated: by Stockfish's evaluation when it judges, else on
+    /// material.
     pub max_plies: usize,
+    /// Depth of the shallow-search judge, used when no Stockfish judges.
     pub judge_depth: u32,
+    pub oracle: OracleSettings,
     pub learn: LearnSettings,
 }
 
@@ -30,10 +37,19 @@ impl Default for SelfPlayConfig {
         Self {
             games: 50,
             seed: 1,
-            games_per_version: 5,
+            games_per_version: 10,
             max_plies: 120,
             judge_depth: 2,
-            learn: LearnSettings::default(),
+            oracle: OracleSettings::default(),
+            // Smaller, steadier steps than the server's: the expected gradient is reliable, and
+            // the sacrifice features (in pawns, up to 9) swing the policy hard. Results count as
+            // much as a move's judged worth, so losing a game is never free.
+            learn: LearnSettings {
+                learning_rate: 2.0,
+                result_weight: 1.0,
+                max_step: 0.15,
+                ..LearnSettings::default()
+            },
         }
     }
 }
@@ -45,6 +61,11 @@ pub struct VersionStats {
     pub games: usize,
     pub agent_moves: usize,
     pub sacrifices: usize,
+    /// Sacrifices the judge found sound.
+    pub sound_sacrifices: usize,
+    /// Centipawns an agent move gave up against Stockfish's best line, on average (0 when
+    /// Stockfish did not judge).
+    pub mean_loss_cp: f64,
     pub mean_aggression: f64,
     pub mean_reward: f64,
     pub wins: usize,
@@ -56,6 +77,46 @@ impl VersionStats {
     pub fn sacrifice_rate(&self) -> f64 {
         self.sacrifices as f64 / self.agent_moves.max(1) as f64
     }
+
+    /// The share of sacrifices that were sound, in [0, 1] (0 when there were none).
+    pub fn sound_share(&self) -> f64 {
+        self.sound_sacrifices as f64 / self.sacrifices.max(1) as f64
+    }
+}
+
+/// Everything one self-play run produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SelfPlayReport {
+    pub versions: Vec<VersionStats>,
+    /// Each game's score for the agent, in order: 1 a win, 0.5 a draw, 0 a loss.
+    pub scores: Vec<f64>,
+    pub final_params: PolicyParams,
+}
+
+impl SelfPlayReport {
+    /// The agent's score against version 0 over the last `n` games: wins and half the draws.
+    pub fn recent_score(&self, n: usize) -> f64 {
+        let recent = &self.scores[self.scores.len().saturating_sub(n)..];
+        recent.iter().sum::<f64>() / recent.len().max(1) as f64
+    }
+
+    /// `sacrifice rate A -> B; aggression C -> D; sound sacrifices E% -> F%; score vs version 0
+    /// S%`, first version to last, S over the last ten games.
+    pub fn summary_line(&self) -> String {
+        match (self.versions.first(), self.versions.last()) {
+            (Some(first), Some(last)) => format!(
+                "sacrifice rate {:.3} -> {:.3}; aggression {:.2} -> {:.2}; sound sacrifices {:.0}% -> {:.0}%; score vs version 0 {:.0}%",
+                first.sacrifice_rate(),
+                last.sacrifice_rate(),
+                first.mean_aggression,
+                last.mean_aggression,
+                100.0 * first.sound_share(),
+                100.0 * last.sound_share(),
+                100.0 * self.recent_score(10),
+            ),
+            _ => "no games played".into(),
+        }
+    }
 }
 
 /// One finished game, from the agent's side.
@@ -65,6 +126,8 @@ pub struct PlayedGame {
     /// The agent's moves: the position before each, and the decision taken there.
     pub agent_moves: Vec<(Chess, Decision)>,
     pub ucis: Vec<String>,
+    /// Where the game stopped.
+    pub final_position: Chess,
 }
 
 /// +1 when the agent won, −1 when it lost, 0 for a draw.
@@ -120,11 +183,12 @@ pub fn play_game(
         outcome,
         agent_moves,
         ucis,
+        final_position: pos,
     }
 }
 
 /// A game cut short goes to the side a rook's worth of material ahead, else it is drawn.
-fn adjudicate(pos: &Chess) -> GameOutcome {
+pub(crate) fn adjudicate(pos: &Chess) -> GameOutcome {
     let white = match pos.turn() {
         Color::White => search::evaluate(pos),
         Color::Black => -search::evaluate(pos),
@@ -140,15 +204,19 @@ fn adjudicate(pos: &Chess) -> GameOutcome {
 }
 
 /// Plays `config.games` games, learning every `games_per_version`; `on_version` sees each
-/// version's figures as soon as it has played. Returns every version's figures and the last policy.
+/// version's figures as soon as it has played. With `stockfish`, Stockfish judges every agent move
+/// and what a move loses against its best line counts against it; without, the shallow-search
+/// judge does.
 pub fn run(
     config: &SelfPlayConfig,
+    stockfish: Option<&EnginePool>,
     mut on_version: impl FnMut(&VersionStats),
-) -> (Vec<VersionStats>, PolicyParams) {
+) -> Result<SelfPlayReport, EngineError> {
     let mut rng = StdRng::seed_from_u64(config.seed);
     let baseline = PolicyParams::default();
     let mut params = PolicyParams::default();
-    let mut all = Vec::new();
+    let mut versions = Vec::new();
+    let mut scores = Vec::new();
     let per_version = config.games_per_version.max(1);
     let mut played = 0;
     while played < config.games {
@@ -158,6 +226,8 @@ pub fn run(
             games: batch,
             agent_moves: 0,
             sacrifices: 0,
+            sound_sacrifices: 0,
+            mean_loss_cp: 0.0,
             mean_aggression: 0.0,
             mean_reward: 0.0,
             wins: 0,
@@ -165,83 +235,189 @@ pub fn run(
             losses: 0,
         };
         let mut credits = Vec::new();
+        let mut positions = Vec::new();
         for g in 0..batch {
             let side = if (played + g) % 2 == 0 {
                 Side::White
             } else {
                 Side::Black
             };
-            let game = play_game(&params, &baseline, side, config.max_plies, &mut rng);
+            let mut game = play_game(&params, &baseline, side, config.max_plies, &mut rng);
+            // Material alone would call every unfinished sacrificial game lost.
+            if let (Some(pool), GameEnd::MoveLimit) = (stockfish, game.outcome.end) {
+                game.outcome = oracle::adjudicate(pool, &game.final_position)?;
+            }
             let result = result_for(&game.outcome, side);
             match result {
                 r if r > 0.0 => stats.wins += 1,
                 r if r < 0.0 => stats.losses += 1,
                 _ => stats.draws += 1,
             }
+            scores.push((result + 1.0) / 2.0);
             for (before, decision) in &game.agent_moves {
-                let verdict = judge::engine_verdict(before, decision.chosen, config.judge_depth);
+                let (verdict, sound) = match stockfish {
+                    Some(pool) => {
+                        let (verdict, sound, position) =
+                            judge_candidates(pool, before, decision, result, config)?;
+                        positions.push(position);
+                        (verdict, sound)
+                    }
+                    None => {
+                        let verdict =
+                            judge::engine_verdict(before, decision.chosen, config.judge_depth);
+                        credits.push(Credit {
+                            log_prob_gradient: decision.log_prob_gradient,
+                            reward: verdict.total,
+                            result,
+                        });
+                        let sound = verdict.soundness >= 5.0;
+                        (verdict, sound)
+                    }
+                };
                 stats.agent_moves += 1;
-                stats.sacrifices += usize::from(verdict.material_offered > 0);
+                if verdict.material_offered > 0 {
+                    stats.sacrifices += 1;
+                    stats.sound_sacrifices += usize::from(sound);
+                }
                 stats.mean_aggression += verdict.aggression;
                 stats.mean_reward += verdict.total;
-                credits.push(Credit {
-                    log_prob_gradient: decision.log_prob_gradient,
-                    reward: verdict.total,
-                    result,
-                });
+                if let Some(engine) = &verdict.engine {
+                    stats.mean_loss_cp +=
+                        f64::from(oracle::loss_cp(engine.best_cp, engine.played_cp));
+                }
             }
         }
         let n = stats.agent_moves.max(1) as f64;
         stats.mean_aggression /= n;
         stats.mean_reward /= n;
+        stats.mean_loss_cp /= n;
         on_version(&stats);
-        all.push(stats);
-        params = learn::update(&params, &credits, &config.learn).0;
+        versions.push(stats);
+        params = if stockfish.is_some() {
+            learn::update_expected(&params, &positions, &config.learn).0
+        } else {
+            learn::update(&params, &credits, &config.learn).0
+        };
         played += batch;
     }
-    (all, params)
+    Ok(SelfPlayReport {
+        versions,
+        scores,
+        final_params: params,
+    })
 }
 
-/// `sacrifice rate A -> B; aggression C -> D`, first version to last.
-pub fn summary_line(versions: &[VersionStats]) -> String {
-    match (versions.first(), versions.last()) {
-        (Some(first), Some(last)) => format!(
-            "sacrifice rate {:.3} -> {:.3}; aggression {:.2} -> {:.2}",
-            first.sacrifice_rate(),
-            last.sacrifice_rate(),
-            first.mean_aggression,
-            last.mean_aggression
-        ),
-        _ => "no games played".into(),
+/// Stockfish's verdicts on the move played and on the policy's likely moves in its position:
+/// the played move's verdict, whether its sacrifice (if any) is sound, and what learning needs.
+fn judge_candidates(
+    pool: &EnginePool,
+    before: &Chess,
+    decision: &Decision,
+    result: f64,
+    config: &SelfPlayConfig,
+) -> Result<(MoveReward, bool, PositionCredit), EngineError> {
+    let mut moves: Vec<Move> = decision.candidates.iter().map(|c| c.m).collect();
+    if !moves.contains(&decision.chosen) {
+        moves.push(decision.chosen);
     }
+    let assessments = oracle::assess_each(pool, before, &moves)?;
+    let mut chosen = None;
+    let mut candidates = Vec::with_capacity(decision.candidates.len());
+    for (m, assessment) in moves.iter().zip(&assessments) {
+        let verdict = oracle::verdict(before, *m, assessment, &config.oracle);
+        if let Some(c) = decision.candidates.iter().find(|c| c.m == *m) {
+            let ret = learn::move_return(&verdict, &config.learn);
+            candidates.push((c.log_prob_gradient, c.probability, ret));
+        }
+        if *m == decision.chosen {
+            let sound = oracle::soundness(verdict.material_offered, assessment, &config.oracle)
+                == Soundness::Sound;
+            chosen = Some((verdict, sound));
+        }
+    }
+    let (verdict, sound) = chosen.ok_or_else(|| {
+        EngineError::Protocol("the played move was not among those searched".into())
+    })?;
+    let position = PositionCredit {
+        candidates,
+        chosen_gradient: decision.log_prob_gradient,
+        result,
+    };
+    Ok((verdict, sound, position))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stockfish::{EngineConfig, SearchLimit};
 
     #[test]
-    fn fifty_games_of_self_play_raise_sacrifices_and_aggression() {
+    fn without_stockfish_the_shallow_judge_still_teaches_aggression() {
+        // The server's learning settings and one-draw gradient, five games a version.
         let config = SelfPlayConfig {
             seed: 7,
+            games_per_version: 5,
+            learn: LearnSettings::default(),
             ..SelfPlayConfig::default()
         };
-        let (versions, last) = run(&config, |_| {});
-        let (first, final_) = (versions.first().unwrap(), versions.last().unwrap());
+        let report = run(&config, None, |_| {}).unwrap();
+        let versions = &report.versions;
+        let (first, last) = (versions.first().unwrap(), versions.last().unwrap());
         assert_eq!(versions.len(), 10);
+        assert_eq!(report.scores.len(), 50);
         assert!(
-            final_.sacrifice_rate() > first.sacrifice_rate(),
+            last.sacrifice_rate() > first.sacrifice_rate(),
             "{}",
-            summary_line(&versions)
+            report.summary_line()
         );
         assert!(
-            final_.mean_aggression > first.mean_aggression,
+            last.mean_aggression > first.mean_aggression,
             "{}",
-            summary_line(&versions)
+            report.summary_line()
         );
-        // The rise comes from the weights the judge rewards, and versions count the updates.
-        let default = PolicyParams::default();
-        assert!(last.weights[2] > default.weights[2] && last.weights[3] > default.weights[3]);
-        assert_eq!(last.version, 10);
+        // Versions count the updates.
+        assert_eq!(report.final_params.version, 10);
+    }
+
+    /// 50 games judged by Stockfish (depth 8, one thread, so the same seed plays the same games).
+    #[test]
+    fn with_stockfish_fifty_games_at_least_double_the_sacrifice_rate() {
+        let path = crate::stockfish::locate().expect(
+            "no Stockfish: apt-get install stockfish (make test installs it), or set LACHESIS_STOCKFISH",
+        );
+        let pool = EnginePool::start(EngineConfig {
+            limit: SearchLimit::Depth(8),
+            processes: 1,
+            ..EngineConfig::new(path)
+        })
+        .unwrap();
+        let config = SelfPlayConfig {
+            seed: 1,
+            ..SelfPlayConfig::default()
+        };
+        let report = run(&config, Some(&pool), |_| {}).unwrap();
+        let summary = report.summary_line();
+        let (first, last) = (
+            report.versions.first().unwrap(),
+            report.versions.last().unwrap(),
+        );
+        assert_eq!(report.versions.len(), 5);
+        // What held for every seed tried: the sacrifice rate at least doubles. Whether the sound
+        // share rises and the score stays at 45% or more depends on the seed (see the README).
+        assert!(
+            last.sacrifice_rate() >= 2.0 * first.sacrifice_rate(),
+            "{summary}"
+        );
+        assert_eq!(report.scores.len(), 50);
+        let recent = report.scores[40..].iter().sum::<f64>() / 10.0;
+        assert!(
+            summary.ends_with(&format!("score vs version 0 {:.0}%", 100.0 * recent)),
+            "{summary}"
+        );
+        // Every agent move was judged by Stockfish: losses are measured.
+        assert!(
+            report.versions.iter().all(|v| v.mean_loss_cp > 0.0),
+            "{summary}"
+        );
     }
 }
