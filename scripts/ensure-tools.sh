@@ -86,3 +86,12 @@ if ! compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null && [[ -z ${PG_BIND
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
 fi
+
+# Stockfish, the chess judge's soundness oracle and the agent's yardstick (Debian's package, at
+# /usr/games/stockfish). `make run` uses it when present; the chess tests need it.
+if [[ ! -x /usr/games/stockfish ]] && ! command -v stockfish >/dev/null && [[ -z ${LACHESIS_STOCKFISH:-} ]] &&
+    [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    log "installing Stockfish (apt-get install stockfish) for the chess judge"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq stockfish >/dev/null
+fi

@@ -60,6 +60,9 @@ pub struct ServeArgs {
     /// Leave people's ratings of the chess agent's moves out of what it learns from.
     #[arg(long, env = "LACHESIS_CHESS_IGNORE_RATINGS")]
     pub chess_ignore_ratings: bool,
+    /// Stockfish, the chess judge's soundness oracle.
+    #[command(flatten)]
+    pub stockfish: crate::chess::oracle_config::StockfishArgs,
     /// How payments settle (`--settlement simulated|chain`, the chain, its keys): flags and the
     /// environment only, so keys never sit in the config file.
     /// (Boxed: it is large, and `ServeArgs` sits in the CLI's command enum.)
@@ -151,6 +154,8 @@ pub struct ServeConfig {
     pub chess_judge: ChessJudgeMode,
     /// People's move ratings blend into the chess agent's reward.
     pub chess_uses_ratings: bool,
+    /// Stockfish judges the chess agent's moves; `None`: the shallow-search judge alone.
+    pub stockfish: Option<crate::chess::oracle_config::OracleSettings>,
     /// How payments settle (simulated unless `--settlement chain`).
     pub settlement: crate::settlement::SettlementArgs,
     pub inference_limits: crate::inference::limits::InferenceLimits,
@@ -191,6 +196,7 @@ impl ServeConfig {
             envs: Vec::new(),
             chess_judge: Default::default(),
             chess_uses_ratings: true,
+            stockfish: None,
             settlement: Default::default(),
             inference_limits: Default::default(),
             accounts: Default::default(),
@@ -256,6 +262,7 @@ impl ServeConfig {
             },
             chess_judge: args.chess_judge.or(file.chess_judge).unwrap_or_default(),
             chess_uses_ratings: !args.chess_ignore_ratings,
+            stockfish: crate::chess::oracle_config::OracleSettings::resolve(&args.stockfish)?,
             settlement: *args.settlement,
             inference_limits: crate::inference::limits::InferenceLimits::resolve(
                 &args.inference_limits,

@@ -105,6 +105,7 @@ impl AppState {
             activity: Arc::default(),
             chess: Arc::new(crate::chess::ChessSettings {
                 judge: crate::chess::ChessJudge::Engine,
+                stockfish: None,
                 uses_ratings: config.chess_uses_ratings,
                 searches: Arc::new(tokio::sync::Semaphore::new(config.hosting.chess_searches)),
             }),
@@ -350,6 +351,13 @@ impl Server {
             state.tasks.watch_engine(&engine);
             state.engine = Some(engine);
         }
+        if let Some(oracle) = config.stockfish.clone() {
+            let pool = oracle.start().await;
+            state.chess = Arc::new(crate::chess::ChessSettings {
+                stockfish: pool,
+                ..(*state.chess).clone()
+            });
+        }
         if config.chess_judge == crate::config::ChessJudgeMode::Embedded {
             let engine = state.engine.clone().ok_or_else(|| {
                 anyhow::anyhow!("--chess-judge embedded needs the embedded model (--model)")
@@ -358,8 +366,7 @@ impl Server {
                 judge: crate::chess::ChessJudge::Llm(Arc::new(crate::policy::EmbeddedPolicy::new(
                     engine,
                 ))),
-                uses_ratings: config.chess_uses_ratings,
-                searches: state.chess.searches.clone(),
+                ..(*state.chess).clone()
             });
         }
         Ok(Self {

@@ -1,25 +1,37 @@
-//! `lachesis chess ...`: self-play learning and the move-latency benchmark, no server needed.
+//! `lachesis chess ...`: self-play learning, the Elo yardstick against Stockfish, and the
+//! move-latency benchmark; no server needed.
 
 use std::time::Instant;
 
+use std::path::PathBuf;
+
 use clap::{Args, Subcommand, ValueEnum};
 use lachesis_chess::agent::{self, PolicyParams};
+use lachesis_chess::rating::{self, MatchResult};
 use lachesis_chess::selfplay::{self, SelfPlayConfig};
 use lachesis_chess::shakmaty::{Chess, Position};
+use lachesis_chess::stockfish::{self, EngineConfig, EnginePool, SearchLimit, Strength};
+use lachesis_shared::chess::Side;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 #[derive(Subcommand)]
 pub enum ChessCommand {
     /// The agent plays a fixed baseline (its version 0), learns from the judged games, and
-    /// prints per policy version its sacrifice rate, judged aggression and results.
+    /// prints per policy version its sacrifice rate, how many sacrifices were sound, judged
+    /// aggression and results.
     Selfplay(SelfPlayArgs),
+    /// The agent plays Stockfish held to fixed Elo levels; prints its Elo with a 95% interval.
+    Rate(RateArgs),
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SelfPlayJudge {
-    /// The engine judge (material offered against what the search says it costs).
-    Engine,
+    /// Stockfish decides soundness; each likely move of the agent's is judged, and the agent
+    /// learns from all of them (the expected policy gradient).
+    Stockfish,
+    /// The shallow search alone (material offered against what a depth-2 search says it costs).
+    Search,
 }
 
 #[derive(Args)]
@@ -28,52 +40,178 @@ pub struct SelfPlayArgs {
     pub games: usize,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    #[arg(long, value_enum, default_value = "engine")]
+    #[arg(long, value_enum, default_value = "stockfish")]
     pub judge: SelfPlayJudge,
     /// Games each policy version plays before it learns from them.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 10)]
     pub games_per_version: usize,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Write the last version's parameters here (JSON), for `lachesis chess rate --policy`.
+    #[arg(long)]
+    pub save_policy: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct EngineArgs {
+    /// The Stockfish binary (default: Debian's /usr/games/stockfish or `stockfish` on PATH).
+    #[arg(long, env = "LACHESIS_STOCKFISH")]
+    pub stockfish: Option<PathBuf>,
+    /// Plies Stockfish searches per judged position.
+    #[arg(long, default_value_t = 8)]
+    pub stockfish_depth: u32,
+}
+
+impl EngineArgs {
+    fn path(&self) -> anyhow::Result<PathBuf> {
+        self.stockfish
+            .clone()
+            .or_else(stockfish::locate)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "no Stockfish found: apt-get install stockfish, or pass --stockfish PATH"
+                )
+            })
+    }
+}
+
+#[derive(Args)]
+pub struct RateArgs {
+    /// Games against each level, half with each colour.
+    #[arg(long, default_value_t = 10)]
+    pub games: usize,
+    /// Stockfish's UCI_Elo levels to play (1350–2850).
+    #[arg(long, value_delimiter = ',', default_value = "1350,1500")]
+    pub levels: Vec<u32>,
+    /// Stockfish's thinking time per move, in milliseconds.
+    #[arg(long, default_value_t = 50)]
+    pub movetime_ms: u64,
+    /// Policy parameters (JSON, as `selfplay --save-policy` writes them); version 0 when absent.
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long, env = "LACHESIS_STOCKFISH")]
+    pub stockfish: Option<PathBuf>,
 }
 
 pub fn run(command: ChessCommand) -> anyhow::Result<()> {
     match command {
-        ChessCommand::Selfplay(args) => {
-            let SelfPlayJudge::Engine = args.judge;
-            let config = SelfPlayConfig {
-                games: args.games,
-                seed: args.seed,
-                games_per_version: args.games_per_version,
-                ..SelfPlayConfig::default()
-            };
-            println!("version  games  agent moves  sacrifice rate  aggression  reward   W/D/L");
-            let (versions, params) = selfplay::run(&config, |v| {
-                println!(
-                    "{:>7}  {:>5}  {:>11}  {:>14.3}  {:>10.2}  {:>6.3}   {}/{}/{}",
-                    v.version,
-                    v.games,
-                    v.agent_moves,
-                    v.sacrifice_rate(),
-                    v.mean_aggression,
-                    v.mean_reward,
-                    v.wins,
-                    v.draws,
-                    v.losses
-                );
-            });
-            let weights: Vec<String> = params
-                .named_weights()
-                .iter()
-                .map(|(name, w)| format!("{name} {w:.2}"))
-                .collect();
-            println!(
-                "final weights (version {}): {}",
-                params.version,
-                weights.join(", ")
-            );
-            println!("{}", selfplay::summary_line(&versions));
-            Ok(())
-        }
+        ChessCommand::Selfplay(args) => selfplay(args),
+        ChessCommand::Rate(args) => rate(args),
     }
+}
+
+fn selfplay(args: SelfPlayArgs) -> anyhow::Result<()> {
+    let config = SelfPlayConfig {
+        games: args.games,
+        seed: args.seed,
+        games_per_version: args.games_per_version,
+        ..SelfPlayConfig::default()
+    };
+    let pool = match args.judge {
+        SelfPlayJudge::Stockfish => Some(EnginePool::start(EngineConfig {
+            limit: SearchLimit::Depth(args.engine.stockfish_depth),
+            processes: 1,
+            ..EngineConfig::new(args.engine.path()?)
+        })?),
+        SelfPlayJudge::Search => None,
+    };
+    println!(
+        "version  games  agent moves  sacrifice rate  sound  loss cp  aggression  reward   W/D/L"
+    );
+    let report = selfplay::run(&config, pool.as_ref(), |v| {
+        println!(
+            "{:>7}  {:>5}  {:>11}  {:>14.3}  {:>4.0}%  {:>7.0}  {:>10.2}  {:>6.3}   {}/{}/{}",
+            v.version,
+            v.games,
+            v.agent_moves,
+            v.sacrifice_rate(),
+            100.0 * v.sound_share(),
+            v.mean_loss_cp,
+            v.mean_aggression,
+            v.mean_reward,
+            v.wins,
+            v.draws,
+            v.losses
+        );
+    })?;
+    let params = &report.final_params;
+    let weights: Vec<String> = params
+        .named_weights()
+        .iter()
+        .map(|(name, w)| format!("{name} {w:.2}"))
+        .collect();
+    println!(
+        "final weights (version {}): {}",
+        params.version,
+        weights.join(", ")
+    );
+    if let Some(path) = &args.save_policy {
+        std::fs::write(path, serde_json::to_string_pretty(params)?)?;
+        println!("saved version {} to {}", params.version, path.display());
+    }
+    println!("{}", report.summary_line());
+    Ok(())
+}
+
+fn rate(args: RateArgs) -> anyhow::Result<()> {
+    let params = match &args.policy {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)?;
+            PolicyParams::from_json(&serde_json::from_str(&text)?).map_err(anyhow::Error::msg)?
+        }
+        None => PolicyParams::default(),
+    };
+    let path = args
+        .stockfish
+        .clone()
+        .or_else(stockfish::locate)
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "no Stockfish found: apt-get install stockfish, or pass --stockfish PATH"
+            )
+        })?;
+    let mut rng = StdRng::seed_from_u64(args.seed);
+    let mut results = Vec::new();
+    println!(
+        "policy version {} against Stockfish at {} ms a move",
+        params.version, args.movetime_ms
+    );
+    for level in &args.levels {
+        let opponent = EnginePool::start(EngineConfig {
+            limit: SearchLimit::MoveTime(args.movetime_ms),
+            strength: Some(Strength::Elo(*level)),
+            processes: 1,
+            ..EngineConfig::new(path.clone())
+        })?;
+        let mut record = [0usize; 3];
+        for g in 0..args.games {
+            let side = if g % 2 == 0 { Side::White } else { Side::Black };
+            let outcome = rating::play_engine(&params, &opponent, side, 300, &mut rng)?;
+            match selfplay::result_for(&outcome, side) {
+                r if r > 0.0 => record[0] += 1,
+                r if r < 0.0 => record[2] += 1,
+                _ => record[1] += 1,
+            }
+        }
+        let points = record[0] as f64 + 0.5 * record[1] as f64;
+        println!(
+            "  UCI_Elo {level}: {}/{}/{} (W/D/L), {points} of {}",
+            record[0], record[1], record[2], args.games
+        );
+        results.push(MatchResult {
+            opponent: f64::from(*level),
+            games: args.games,
+            points,
+        });
+    }
+    println!(
+        "Elo of policy version {}: {}",
+        params.version,
+        rating::estimate(&results).shown()
+    );
+    Ok(())
 }
 
 /// `lachesis bench chess`: the agent's time to answer at its default depth, over positions from

@@ -4,6 +4,7 @@
 //! games (with the people's ratings, when they count) as the next game starts.
 
 pub mod cli;
+pub mod oracle_config;
 mod review;
 pub mod routes;
 mod store;
@@ -40,6 +41,9 @@ pub enum ChessJudge {
 #[derive(Clone)]
 pub struct ChessSettings {
     pub judge: ChessJudge,
+    /// Stockfish processes that decide soundness and annotations; without them the shallow
+    /// search does (and no annotations are given).
+    pub stockfish: Option<Arc<lachesis_chess::stockfish::EnginePool>>,
     /// People's ratings blend into the reward the agent learns from.
     pub uses_ratings: bool,
     /// The agent's searches running at once, server-wide (`--chess-searches`): each takes a core
@@ -51,6 +55,7 @@ impl Default for ChessSettings {
     fn default() -> Self {
         Self {
             judge: ChessJudge::default(),
+            stockfish: None,
             uses_ratings: true,
             searches: Arc::new(tokio::sync::Semaphore::new(DEFAULT_SEARCHES)),
         }
@@ -77,6 +82,9 @@ async fn search_slot(state: &AppState) -> Result<tokio::sync::OwnedSemaphorePerm
 impl ChessSettings {
     pub fn judge_name(&self) -> String {
         match &self.judge {
+            ChessJudge::Engine if self.stockfish.is_some() => {
+                lachesis_chess::oracle::STOCKFISH_JUDGE.into()
+            }
             ChessJudge::Engine => lachesis_chess::judge::ENGINE_JUDGE.into(),
             ChessJudge::Llm(policy) => policy.name(),
         }

@@ -3,6 +3,7 @@
 
 use lachesis_chess::judge::{self, JUDGE_DEPTH};
 use lachesis_chess::learn::{self, Credit, LearnSettings};
+use lachesis_chess::oracle::{self, OracleSettings};
 use lachesis_chess::shakmaty::Chess;
 use lachesis_chess::{features::FEATURE_COUNT, selfplay};
 use lachesis_inference::ChatMessage;
@@ -56,11 +57,7 @@ async fn judge_move(
     pos: Chess,
     m: lachesis_chess::shakmaty::Move,
 ) -> Result<MoveReward, AppError> {
-    let engine_pos = pos.clone();
-    let engine =
-        tokio::task::spawn_blocking(move || judge::engine_verdict(&engine_pos, m, JUDGE_DEPTH))
-            .await
-            .map_err(|e| AppError::Internal(format!("engine judge: {e}")))?;
+    let engine = engine_judge(state, pos.clone(), m).await?;
     let ChessJudge::Llm(policy) = &state.chess.judge else {
         return Ok(engine);
     };
@@ -68,7 +65,7 @@ async fn judge_move(
     let facts = tokio::task::spawn_blocking(move || judge::facts(&facts_pos, m, JUDGE_DEPTH))
         .await
         .map_err(|e| AppError::Internal(format!("engine judge: {e}")))?;
-    let (system, user) = judge::verdict_prompt(&pos, m, &facts);
+    let (system, user) = judge::verdict_prompt(&pos, m, &facts, engine.engine.as_ref());
     let request = PolicyRequest {
         tools: Vec::new(),
         messages: vec![
@@ -88,18 +85,21 @@ async fn judge_move(
         stop: Vec::new(),
     };
     let answer = match policy.complete(request).await {
-        Ok(rollouts) => rollouts.into_iter().next().map(|r| r.completion),
+        Ok(rollouts) => rollouts
+            .into_iter()
+            .next()
+            .map(|r| r.completion)
+            .unwrap_or_default(),
         Err(e) => {
             tracing::warn!(error = %e, "the LLM chess judge failed; the engine judge stands in");
-            None
+            return Ok(MoveReward {
+                justification: format!("{} (the LLM judge failed: {e})", engine.justification),
+                ..engine
+            });
         }
     };
-    let parsed = answer
-        .as_deref()
-        .map(judge::parse_verdict)
-        .unwrap_or(Err(judge::VerdictError::NoObject));
-    Ok(match parsed {
-        Ok(verdict) => verdict.into_reward(engine.material_offered, &policy.name()),
+    Ok(match judge::parse_verdict(&answer) {
+        Ok(verdict) => verdict.into_reward(&engine, &policy.name()),
         Err(e) => MoveReward {
             justification: format!(
                 "{} (the LLM judge's answer was unusable: {e})",
@@ -108,6 +108,31 @@ async fn judge_move(
             ..engine
         },
     })
+}
+
+/// Stockfish's verdict when the server has it, else (or when the engine fails twice) the
+/// shallow-search judge's.
+async fn engine_judge(
+    state: &AppState,
+    pos: Chess,
+    m: lachesis_chess::shakmaty::Move,
+) -> Result<MoveReward, AppError> {
+    let stockfish = state.chess.stockfish.clone();
+    tokio::task::spawn_blocking(move || {
+        if let Some(pool) = stockfish {
+            match oracle::assess(&pool, &pos, m) {
+                Ok(assessment) => {
+                    return oracle::verdict(&pos, m, &assessment, &OracleSettings::default());
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "Stockfish failed; the shallow-search judge stands in");
+                }
+            }
+        }
+        judge::engine_verdict(&pos, m, JUDGE_DEPTH)
+    })
+    .await
+    .map_err(|e| AppError::Internal(format!("engine judge: {e}")))
 }
 
 /// Learns from every judged game not learned from yet, as one new policy version. Returns the
@@ -121,6 +146,7 @@ pub async fn learn_pending(state: &AppState) -> Result<Option<i64>, AppError> {
         return Ok(None);
     }
     let (params, learned) = store::latest_policy(&mut tx).await?;
+    let settings = LearnSettings::default();
     let mut credits = Vec::new();
     for (id, side, result) in &games {
         let outcome_result = match result.as_deref() {
@@ -132,18 +158,24 @@ pub async fn learn_pending(state: &AppState) -> Result<Option<i64>, AppError> {
             let (Some(gradient), Some(reward)) = (stored.gradient, stored.record.reward) else {
                 continue;
             };
+            // Moves stored before the last features were added lack their (zero) terms.
+            let mut gradient = gradient;
+            if gradient.len() < FEATURE_COUNT {
+                gradient.resize(FEATURE_COUNT, 0.0);
+            }
             let Ok(log_prob_gradient) = <[f64; FEATURE_COUNT]>::try_from(gradient) else {
                 continue;
             };
             let rating = stored.record.rating.filter(|_| state.chess.uses_ratings);
             credits.push(Credit {
                 log_prob_gradient,
-                reward: learn::blended_reward(reward.total, rating),
+                // With Stockfish's figures, what the move lost against its best line counts.
+                reward: learn::blended_reward(learn::move_return(&reward, &settings), rating),
                 result: outcome_result,
             });
         }
     }
-    let (next, report) = learn::update(&params, &credits, &LearnSettings::default());
+    let (next, report) = learn::update(&params, &credits, &settings);
     store::insert_policy(&mut tx, &next, learned + games.len() as i64).await?;
     let ids: Vec<i64> = games.iter().map(|g| g.0).collect();
     store::mark_learned(&mut tx, &ids).await?;

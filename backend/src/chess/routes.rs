@@ -7,7 +7,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use lachesis_shared::chess::rules;
-use lachesis_shared::chess::{AgentInfo, GameSummary, GameView, NewGame, PlayMove, RateMove, Side};
+use lachesis_shared::chess::{
+    AgentInfo, GameSummary, GameView, MoveRecord, NewGame, PlayMove, RateMove, Side, eval_text,
+};
 use lachesis_shared::live::{LiveErrorCode, ServerMsg};
 
 use super::{game_id, store};
@@ -113,7 +115,7 @@ async fn pgn(
         ("White", white.to_string()),
         ("Black", black.to_string()),
     ];
-    let sans: Vec<String> = game.moves.iter().map(|m| m.san.clone()).collect();
+    let sans: Vec<String> = game.moves.iter().map(annotated).collect();
     let result = game.outcome.as_ref().map_or("*", |o| o.result.as_str());
     let text = rules::pgn(&tags, &game.start_fen, &sans, result);
     let disposition = format!("attachment; filename=\"deepsacrifice-{}.pgn\"", game.id);
@@ -188,4 +190,33 @@ pub async fn socket_move(
             message: e.to_string(),
         }),
     }
+}
+
+/// A move as PGN carries it after review: SAN, the mark's numeric glyph, and a comment holding
+/// the evaluation after the move in lichess's `[%eval ...]` form (White's view, pawns or `#n`)
+/// and the judge's reasons.
+fn annotated(record: &MoveRecord) -> String {
+    let Some(reward) = &record.reward else {
+        return record.san.clone();
+    };
+    let mut out = record.san.clone();
+    if let Some(mark) = reward.mark {
+        out.push_str(&format!(" ${}", mark.nag()));
+    }
+    // The side to move after the move is the mover's opponent.
+    let mover_is_white = record.fen_after.split(' ').nth(1) == Some("b");
+    let mut comment = Vec::new();
+    if let Some(engine) = &reward.engine {
+        let white_cp = if mover_is_white {
+            engine.played_cp
+        } else {
+            -engine.played_cp
+        };
+        // `[%eval]` takes pawns to two places, or `#n` / `#-n` (negative: Black mates).
+        comment.push(format!("[%eval {}]", eval_text(white_cp, 2, false)));
+    }
+    // Braces end a PGN comment early.
+    comment.push(reward.justification.replace(['{', '}'], ""));
+    out.push_str(&format!(" {{ {} }}", comment.join(" ")));
+    out
 }
