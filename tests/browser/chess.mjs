@@ -38,6 +38,8 @@ const seen = {
   rewards: [],
   rated: null,
   pgn: null,
+  downloaded_pgn: null,
+  eval_points: [],
   fen: null,
   listed_in_lobby: false,
   as_black: null,
@@ -202,11 +204,21 @@ await runInChromium('chess', seen, async (browser) => {
         brilliance: num('reward-brilliance'),
         soundness: num('reward-soundness'),
         total: num('reward-total'),
+        mark: row.querySelector('[data-testid="reward-mark"]').textContent.trim(),
+        better: row.querySelector('[data-testid="reward-better"]').textContent.trim(),
         justification: row.querySelector('.justification').textContent.trim(),
       };
     }),
   );
   seen.review_rows = seen.rewards.length;
+  // The evaluation graph, when Stockfish judged: one point per agent move.
+  seen.eval_points = await page.$$eval('[data-testid="eval-point"]', (points) =>
+    points.map((p) => ({
+      ply: Number(p.dataset.ply),
+      y: Number(p.getAttribute('cy')),
+      title: p.querySelector('title').textContent,
+    })),
+  );
 
   // Rate the agent's first move 4 of 5: the server stores it and the row shows it.
   if (seen.rewards.length > 0) {
@@ -225,6 +237,13 @@ await runInChromium('chess', seen, async (browser) => {
     return box && box.value.includes('[Result');
   });
   seen.pgn = await page.getByTestId('pgn').inputValue();
+  // The download link saves the same annotated PGN as a file.
+  const [download] = await Promise.all([
+    page.waitForEvent('download'),
+    page.getByTestId('download-pgn').click(),
+  ]);
+  const { readFile } = await import('node:fs/promises');
+  seen.downloaded_pgn = await readFile(await download.path(), 'utf8');
   seen.fen = await page.getByTestId('fen').inputValue();
   if (process.env.SCREENSHOT_DIR) {
     await page.screenshot({ path: join(process.env.SCREENSHOT_DIR, 'chess-review.png'), fullPage: true });

@@ -1,7 +1,8 @@
 //! The chess board end to end: a real Chromium, driven by `tests/browser/chess.mjs`
 //! (playwright-core), plays the DeepSacrifice agent on the real server by clicking and dragging
-//! pieces, resigns, rates a reviewed move and exports the PGN, then opens a game as Black. The
-//! server's own record of the first game is then checked against what the browser did.
+//! pieces, resigns, reads the Stockfish-judged review (evaluation graph, marks), rates a move and
+//! downloads the annotated PGN, then opens a game as Black. The server's own record of the first
+//! game is then checked against what the browser did.
 //!
 //! Needs what `make test` provides: the built frontend (`LACHESIS_STATIC_DIR`), Node with the
 //! repo's `node_modules` and `/usr/bin/chromium` (or `CHROMIUM`).
@@ -16,7 +17,21 @@ use serde_json::json;
 #[tokio::test]
 async fn a_person_plays_resigns_rates_and_exports_a_game_in_the_browser() {
     check_prerequisites();
-    let app = TestApp::spawn_with(config_for(&fresh_database().await)).await;
+    // Stockfish (Debian's, which `make test` installs) judges, so the review has its graph,
+    // marks and evaluations.
+    let stockfish = lachesis::chess::oracle_config::OracleSettings::resolve(
+        &lachesis::chess::oracle_config::StockfishArgs {
+            stockfish_depth: Some(8),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    .expect("no Stockfish: apt-get install stockfish (make test installs it)");
+    let config = lachesis::config::ServeConfig {
+        stockfish: Some(stockfish),
+        ..config_for(&fresh_database().await)
+    };
+    let app = TestApp::spawn_with(config).await;
 
     let report = run_script("chess.mjs", &app.base, &[], Duration::from_secs(300))
         .await
@@ -102,6 +117,56 @@ async fn a_person_plays_resigns_rates_and_exports_a_game_in_the_browser() {
             "{row}"
         );
     }
+
+    // The evaluation graph has a point per judged agent move, higher where White stands better,
+    // and each row shows the move's mark and Stockfish's view.
+    let points = report["eval_points"].as_array().expect("graph points");
+    assert_eq!(points.len(), agent_moves.len(), "{report:#}");
+    for (point, record) in points.iter().zip(&agent_moves) {
+        let reward = record.reward.as_ref().unwrap();
+        let engine = reward.engine.as_ref().expect("Stockfish's figures");
+        assert_eq!(point["ply"], record.ply);
+        // The agent has Black: White's view is the negation of the mover's.
+        let white_pawns = (-f64::from(engine.played_cp) / 100.0).clamp(-5.0, 5.0);
+        let y = point["y"].as_f64().unwrap();
+        assert!(
+            (y - (70.0 - white_pawns / 5.0 * 64.0)).abs() < 0.11,
+            "{point} {engine:?}"
+        );
+        assert!(
+            point["title"].as_str().unwrap().starts_with(&record.san),
+            "{point}"
+        );
+    }
+    for (row, record) in shown.iter().zip(&agent_moves) {
+        let reward = record.reward.as_ref().unwrap();
+        assert_eq!(
+            row["mark"],
+            reward.mark.map(|m| m.symbol()).unwrap_or(""),
+            "{row}"
+        );
+        let engine = reward.engine.as_ref().unwrap();
+        let better = row["better"].as_str().unwrap();
+        match &engine.better_move {
+            Some(best) => assert!(better.contains(&format!("best {best}")), "{better}"),
+            None => assert!(better.ends_with("; best"), "{better}"),
+        }
+    }
+    // The downloaded file is the annotated PGN: an evaluation per agent move, and a glyph per mark.
+    let downloaded = report["downloaded_pgn"]
+        .as_str()
+        .expect("the downloaded PGN");
+    assert_eq!(downloaded.trim_end(), pgn.trim_end());
+    assert_eq!(
+        downloaded.matches("[%eval ").count(),
+        agent_moves.len(),
+        "{downloaded}"
+    );
+    let marked = agent_moves
+        .iter()
+        .filter(|m| m.reward.as_ref().unwrap().mark.is_some())
+        .count();
+    assert_eq!(downloaded.matches(" $").count(), marked, "{downloaded}");
 
     // The rating clicked in the browser is stored on that move.
     let rated_ply = report["rated"]["ply"].as_u64().expect("a rated ply");

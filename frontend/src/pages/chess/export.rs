@@ -60,7 +60,11 @@ pub fn Export(
                 <button data-testid="show-pgn" on:click=move |_| load()>
                     "Show PGN"
                 </button>
-                <a href=api::pgn_url(&id.get_value()) download=format!("{}.pgn", id.get_value())>
+                <a
+                    data-testid="download-pgn"
+                    href=api::pgn_url(&id.get_value())
+                    download=format!("{}.pgn", id.get_value())
+                >
                     "Download PGN"
                 </a>
             </div>

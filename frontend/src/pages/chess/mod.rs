@@ -4,6 +4,7 @@
 
 mod api;
 mod board;
+mod eval_graph;
 mod export;
 mod game;
 mod moves;

@@ -1,5 +1,6 @@
-//! After the game: the judge's verdict on each agent move (aggression, brilliance, soundness, the
-//! total the agent learns from, the material offered and why), and a 1–5 rating per move.
+//! After the game: Stockfish's evaluation graph, and the judge's verdict on each agent move (its
+//! mark, aggression, brilliance, soundness, the total the agent learns from, the material offered,
+//! the engine's better move and why), with a 1–5 rating per move.
 
 use lachesis_shared::chess::{GameView, MoveRecord, MoveReward};
 use leptos::prelude::*;
@@ -8,6 +9,7 @@ use leptos::task::spawn_local;
 use crate::table::DataTable;
 
 use super::api;
+use super::eval_graph::{self, EvalGraph};
 
 fn score(value: f64) -> String {
     format!("{value:.1}")
@@ -19,6 +21,21 @@ fn move_label(record: &MoveRecord, white_starts: bool) -> String {
     let number = ply / 2 + 1;
     let dots = if ply.is_multiple_of(2) { "." } else { "…" };
     format!("{number}{dots} {}", record.san)
+}
+
+/// What a mark means, for its tooltip.
+fn mark_title(reward: &MoveReward) -> &'static str {
+    use lachesis_shared::chess::MoveMark;
+    match reward.mark {
+        Some(MoveMark::Brilliant) => {
+            "Brilliant: a sound sacrifice, Stockfish's best move or nearly"
+        }
+        Some(MoveMark::Good) => "Good: a sound sacrifice",
+        Some(MoveMark::Inaccuracy) => "Inaccuracy",
+        Some(MoveMark::Mistake) => "Mistake",
+        Some(MoveMark::Blunder) => "Blunder",
+        None => "",
+    }
 }
 
 #[component]
@@ -76,11 +93,23 @@ pub fn Review(
                         {move_label(record, white_starts)}
                     </button>
                 </td>
+                <td class="mark" data-testid="reward-mark" title=mark_title(reward)>
+                    {reward.mark.map(|m| m.symbol()).unwrap_or("")}
+                </td>
                 <td class="num" data-testid="reward-aggression">{score(reward.aggression)}</td>
                 <td class="num" data-testid="reward-brilliance">{score(reward.brilliance)}</td>
                 <td class="num" data-testid="reward-soundness">{score(reward.soundness)}</td>
                 <td class="num" data-testid="reward-total">{format!("{:.2}", reward.total)}</td>
                 <td class="num">{reward.material_offered}</td>
+                <td class="better" data-testid="reward-better">
+                    {reward.engine.as_ref().map(|e| {
+                        let after = eval_graph::shown(e.played_cp);
+                        match &e.better_move {
+                            Some(better) => format!("{after}; best {better} {}", eval_graph::shown(e.best_cp)),
+                            None => format!("{after}; best"),
+                        }
+                    })}
+                </td>
                 <td class="justification">
                     {reward.justification.clone()}
                     <span class="muted judge">" — " {reward.judge.clone()}</span>
@@ -119,6 +148,10 @@ pub fn Review(
                 };
                 view! { <p class="muted">{why}</p> }
             });
+            let graph_points = eval_graph::points(g);
+            let graph = (!graph_points.is_empty()).then(|| {
+                view! { <EvalGraph points=graph_points plies=g.moves.len() viewing /> }
+            });
             Some(view! {
                 <section class="card review" data-testid="review">
                     <h2>"Review"</h2>
@@ -126,14 +159,17 @@ pub fn Review(
                         {format!("Result {} by {}. ", outcome.result, outcome.end.as_str().replace('_', " "))}
                         {summary}
                     </p>
+                    {graph}
                     {empty}
                     <DataTable testid="review-table" rows>
                         <th>"Agent move"</th>
+                        <th title="!! brilliant sacrifice, ! sound sacrifice, ?! inaccuracy, ? mistake, ?? blunder">"Mark"</th>
                         <th class="num" title="0 to 10">"Aggression"</th>
                         <th class="num" title="0 to 10">"Brilliance"</th>
                         <th class="num" title="0 to 10">"Soundness"</th>
                         <th class="num" title="0 to 1: what the agent learns from">"Total"</th>
                         <th class="num" title="Material put en prise, centipawns">"Offered"</th>
+                        <th title="Stockfish's evaluation after the move (the mover's side), and its best move when different">"Stockfish"</th>
                         <th>"Justification"</th>
                         <th>"Your rating"</th>
                     </DataTable>
