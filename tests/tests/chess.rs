@@ -486,14 +486,8 @@ async fn stockfish_judges_the_agent_and_the_pgn_carries_its_marks_and_evaluation
         annotated += usize::from(reward.mark.is_some());
     }
     let pgn = app
-        .client
-        .get(app.url(&format!("/api/chess/games/{}/pgn", view.id)))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+        .get_text(&format!("/api/chess/games/{}/pgn", view.id))
+        .await;
     // One evaluation comment per agent move, in White's view (the agent has Black).
     assert_eq!(pgn.matches("[%eval ").count(), 3, "{pgn}");
     for m in &agent_moves {

@@ -94,15 +94,8 @@ pub fn update(
     credits: &[Credit],
     settings: &LearnSettings,
 ) -> (PolicyParams, UpdateReport) {
-    let mut next = params.clone();
-    next.version = params.version + 1;
     if credits.is_empty() {
-        let report = UpdateReport {
-            moves: 0,
-            mean_return: 0.0,
-            step_norm: 0.0,
-        };
-        return (next, report);
+        return apply_step(params, [0.0; FEATURE_COUNT], 0, 0.0, settings);
     }
     let returns: Vec<f64> = credits
         .iter()
@@ -116,23 +109,7 @@ pub fn update(
             *s += settings.learning_rate * advantage * g / credits.len() as f64;
         }
     }
-    let norm = step.iter().map(|s| s * s).sum::<f64>().sqrt();
-    let scale = if norm > settings.max_step {
-        settings.max_step / norm
-    } else {
-        1.0
-    };
-    for (w, s) in next.weights.iter_mut().zip(step) {
-        if s.is_finite() {
-            *w = (*w + s * scale).clamp(-settings.max_weight, settings.max_weight);
-        }
-    }
-    let report = UpdateReport {
-        moves: credits.len(),
-        mean_return,
-        step_norm: norm * scale,
-    };
-    (next, report)
+    apply_step(params, step, credits.len(), mean_return, settings)
 }
 
 /// One position the agent moved in, with the moves it was likely to play there judged.
@@ -156,15 +133,8 @@ pub fn update_expected(
     positions: &[PositionCredit],
     settings: &LearnSettings,
 ) -> (PolicyParams, UpdateReport) {
-    let mut next = params.clone();
-    next.version = params.version + 1;
     if positions.is_empty() {
-        let report = UpdateReport {
-            moves: 0,
-            mean_return: 0.0,
-            step_norm: 0.0,
-        };
-        return (next, report);
+        return apply_step(params, [0.0; FEATURE_COUNT], 0, 0.0, settings);
     }
     let n = positions.len() as f64;
     let mean_result = positions.iter().map(|p| p.result).sum::<f64>() / n;
@@ -186,6 +156,21 @@ pub fn update_expected(
             *s += settings.learning_rate * advantage * g / n;
         }
     }
+    apply_step(params, step, positions.len(), mean_return, settings)
+}
+
+/// The next version: `params` moved by `step`, its norm clipped to the largest step and each
+/// weight kept within bounds (a step that is not finite leaves its weight alone). An empty update
+/// still makes a new version.
+fn apply_step(
+    params: &PolicyParams,
+    step: [f64; FEATURE_COUNT],
+    moves: usize,
+    mean_return: f64,
+    settings: &LearnSettings,
+) -> (PolicyParams, UpdateReport) {
+    let mut next = params.clone();
+    next.version = params.version + 1;
     let norm = step.iter().map(|s| s * s).sum::<f64>().sqrt();
     let scale = if norm > settings.max_step {
         settings.max_step / norm
@@ -198,7 +183,7 @@ pub fn update_expected(
         }
     }
     let report = UpdateReport {
-        moves: positions.len(),
+        moves,
         mean_return,
         step_norm: norm * scale,
     };
@@ -239,6 +224,76 @@ mod tests {
         assert_eq!(next.weights[0], params.weights[0]);
         assert_eq!(next.version, params.version + 1);
         assert!((report.mean_return - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_expected_gradient_weighs_every_likely_move_by_its_probability() {
+        let params = PolicyParams::default();
+        let settings = LearnSettings {
+            learning_rate: 1.0,
+            max_step: 10.0,
+            ..LearnSettings::default()
+        };
+        let along = |x: f64| {
+            let mut g = [0.0; FEATURE_COUNT];
+            g[1] = x;
+            g
+        };
+        // Two equally likely moves: A (gradient +1 on feature 1) worth 1, B (−1) worth 0. The
+        // average is 0.5, so A pulls 0.5·0.5·1 and B pushes 0.5·(−0.5)·(−1): 0.5 in all.
+        let position = PositionCredit {
+            candidates: vec![(along(1.0), 0.5, 1.0), (along(-1.0), 0.5, 0.0)],
+            chosen_gradient: along(-1.0),
+            result: -1.0,
+        };
+        let (next, report) = update_expected(&params, &[position.clone()], &settings);
+        assert!((next.weights[1] - 0.5).abs() < 1e-12, "{:?}", next.weights);
+        assert!((report.mean_return - 0.5).abs() < 1e-12);
+        assert_eq!(next.version, 1);
+        // A lost game and a won one: the result now pulls towards the won game's move too.
+        let won = PositionCredit {
+            chosen_gradient: along(1.0),
+            result: 1.0,
+            ..position.clone()
+        };
+        let (both, _) = update_expected(&params, &[position, won], &settings);
+        // Moves: 0.5 per position, averaged; results ±1 around a mean of 0, weighted 0.1
+        // (the server's result weight): (0.1·(−1)·(−1) + 0.1·1·1) / 2 = 0.1.
+        assert!((both.weights[1] - 0.6).abs() < 1e-12, "{:?}", both.weights);
+    }
+
+    #[test]
+    fn a_move_is_worth_its_score_less_what_it_lost_plus_a_bonus_when_sound() {
+        use lachesis_shared::chess::EngineView;
+        let settings = LearnSettings::default();
+        let reward = |best_cp: i32, played_cp: i32, mark: Option<MoveMark>| MoveReward {
+            aggression: 5.0,
+            brilliance: 5.0,
+            soundness: 5.0,
+            total: 0.5,
+            material_offered: 300,
+            justification: "x".into(),
+            judge: "stockfish".into(),
+            mark,
+            engine: Some(EngineView {
+                best_cp,
+                played_cp,
+                better_move: None,
+                depth: 8,
+            }),
+        };
+        // A sound sacrifice that loses half a pawn: 0.5 − 0.2·0.5 + 1.0.
+        let sound = move_return(&reward(50, 0, Some(MoveMark::Good)), &settings);
+        assert!((sound - 1.4).abs() < 1e-12, "{sound}");
+        // Five pawns lost count as three: 0.5 − 0.2·3.
+        let blunder = move_return(&reward(100, -400, Some(MoveMark::Blunder)), &settings);
+        assert!((blunder - (-0.1)).abs() < 1e-12, "{blunder}");
+        // Without Stockfish's figures the judge's score stands alone.
+        let plain = MoveReward {
+            engine: None,
+            ..reward(0, 0, None)
+        };
+        assert_eq!(move_return(&plain, &settings), 0.5);
     }
 
     #[test]
