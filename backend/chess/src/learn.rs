@@ -246,7 +246,7 @@ mod tests {
             chosen_gradient: along(-1.0),
             result: -1.0,
         };
-        let (next, report) = update_expected(&params, &[position.clone()], &settings);
+        let (next, report) = update_expected(&params, std::slice::from_ref(&position), &settings);
         assert!((next.weights[1] - 0.5).abs() < 1e-12, "{:?}", next.weights);
         assert!((report.mean_return - 0.5).abs() < 1e-12);
         assert_eq!(next.version, 1);
