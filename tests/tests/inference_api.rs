@@ -1,9 +1,12 @@
 //! The embedded model's HTTP endpoints: OpenAI-compatible `/v1/...` and vLLM's `/generate`, their
 //! answers' shapes, and typed errors for bad requests.
 
-// One binary for the model's HTTP surface: tool calls live beside the plain completions.
+// One binary for the model's HTTP surface: tool calls and weight loading live beside the plain
+// completions.
 #[path = "inference_api/tool_calls.rs"]
 mod tool_calls;
+#[path = "inference_api/weights.rs"]
+mod weights;
 
 use lachesis_tests::{TestApp, config_for, fresh_database, model_path};
 use serde_json::{Value, json};

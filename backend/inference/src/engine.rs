@@ -216,6 +216,13 @@ impl Engine {
         Ok(self.weight_version.fetch_add(1, Ordering::SeqCst) + 1)
     }
 
+    /// Starts this engine's weight count at `version` instead of 0: a server that replaces a
+    /// named adapter with a new engine keeps counting where the old one stopped.
+    pub fn with_weight_version(self, version: i64) -> Self {
+        self.weight_version.store(version, Ordering::SeqCst);
+        self
+    }
+
     /// The version of the weights new requests run on: 0 as loaded, plus one per swap.
     pub fn weight_version(&self) -> i64 {
         self.weight_version.load(Ordering::SeqCst)

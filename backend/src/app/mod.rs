@@ -44,6 +44,10 @@ pub struct AppState {
     known_runs: Arc<Mutex<HashSet<String>>>,
     /// The embedded model, when one is loaded.
     pub engine: Option<lachesis_inference::Engine>,
+    /// LoRA adapters served beside it, and what loading weights may use (`crate::weights`).
+    pub weights: Arc<crate::weights::Weights>,
+    /// Evaluations this instance may run at once (`crate::evaluations`).
+    pub evaluation_slots: Arc<tokio::sync::Semaphore>,
     /// This instance's live subscriptions (`GET /ws`); events arrive through `live::Bridge`.
     pub live: crate::live::Hub,
     pub auth: Arc<crate::auth::AuthSettings>,
@@ -101,6 +105,14 @@ impl AppState {
                 trajectory::DEFAULT_RUN.to_string()
             ]))),
             engine: None,
+            weights: Arc::new(crate::weights::Weights::new(
+                None,
+                lachesis_inference::EngineOptions::default(),
+                &config.inference_limits,
+            )),
+            evaluation_slots: Arc::new(tokio::sync::Semaphore::new(
+                config.hosting.evaluations_at_once,
+            )),
             live: crate::live::Hub::new(),
             activity: Arc::default(),
             chess: Arc::new(crate::chess::ChessSettings {
@@ -141,6 +153,9 @@ pub fn router(state: AppState) -> Router {
         state.clone(),
         require_caller,
     ));
+    // New weights read the server's disk and cost a model's memory: the admin's alone.
+    let weights = crate::weights::routes()
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_admin));
     let prometheus = Router::new()
         .route("/metrics", get(metrics::handler))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_admin));
@@ -148,6 +163,7 @@ pub fn router(state: AppState) -> Router {
         .merge(trajectory::routes())
         .nest("/runs/{run}", trajectory::routes())
         .merge(inference)
+        .merge(weights)
         .merge(prometheus)
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token))
         .route_layer(middleware::from_fn_with_state(
@@ -343,10 +359,16 @@ impl Server {
                 restart_backoff: config.restart_backoff,
                 ..config.inference_limits.engine_options()
             };
+            let weights = crate::weights::Weights::new(
+                Some(path.clone()),
+                options.clone(),
+                &config.inference_limits,
+            );
             let engine = tokio::task::spawn_blocking(move || {
                 lachesis_inference::Engine::load(&path, options)
             })
             .await??;
+            state.weights = Arc::new(weights);
             tracing::info!(model = %shown, name = %engine.info().name, "embedded model loaded");
             state.tasks.watch_engine(&engine);
             state.engine = Some(engine);

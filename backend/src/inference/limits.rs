@@ -52,6 +52,14 @@ pub struct InferenceLimitArgs {
     /// all go into the prompt [default: 65536].
     #[arg(long, env = "LACHESIS_INFERENCE_MAX_TOOL_SCHEMA_BYTES")]
     pub inference_max_tool_schema_bytes: Option<usize>,
+    /// LoRA adapters the server holds at once, each served by its own engine and named by
+    /// `POST /v1/load_lora_adapter`; 0 refuses adapters [default: 2].
+    #[arg(long, env = "LACHESIS_INFERENCE_MAX_LORA_ADAPTERS")]
+    pub inference_max_lora_adapters: Option<usize>,
+    /// Largest weights file set, in MiB, that an adapter load or a full reload reads from disk
+    /// [default: 4096].
+    #[arg(long, env = "LACHESIS_INFERENCE_MAX_WEIGHTS_MIB")]
+    pub inference_max_weights_mib: Option<u64>,
 }
 
 /// The limits the inference routes enforce (public fields: tests and embedders set them), and
@@ -74,6 +82,10 @@ pub struct InferenceLimits {
     pub max_tools: usize,
     /// Bytes of tool definitions (serialized JSON, summed) one chat request may send.
     pub max_tool_schema_bytes: usize,
+    /// LoRA adapters served at once (`crate::weights`).
+    pub max_lora_adapters: usize,
+    /// Bytes of weights one adapter load or full reload may read.
+    pub max_weights_bytes: u64,
     /// Whether `per_caller` applies (accounts on); set by [`InferenceLimits::for_new_server`].
     pub(super) per_caller_applies: bool,
     /// Runtime state, shared by clones; [`InferenceLimits::for_new_server`] starts it empty.
@@ -99,6 +111,10 @@ impl Default for InferenceLimits {
             // already more than SmolLM2's context, so larger requests can only fail later.
             max_tools: 64,
             max_tool_schema_bytes: 64 * 1024,
+            // Each adapter is a second copy of the model in memory (SmolLM2-135M: ~150 MB).
+            max_lora_adapters: 2,
+            // A 1B model in f32, with room; the load itself holds the base in f32 besides.
+            max_weights_bytes: 4096 * MIB,
             per_caller_applies: false,
             quotas: Arc::default(),
             running: Arc::new(Slots::new(2)),
@@ -134,6 +150,12 @@ impl InferenceLimits {
             max_tool_schema_bytes: args
                 .inference_max_tool_schema_bytes
                 .unwrap_or(defaults.max_tool_schema_bytes),
+            max_lora_adapters: args
+                .inference_max_lora_adapters
+                .unwrap_or(defaults.max_lora_adapters),
+            max_weights_bytes: args
+                .inference_max_weights_mib
+                .map_or(defaults.max_weights_bytes, |mib| mib.saturating_mul(MIB)),
             per_caller_applies: false,
             quotas: Arc::default(),
             running: defaults.running,
@@ -160,6 +182,7 @@ impl InferenceLimits {
                 "--inference-max-tool-schema-bytes",
                 self.max_tool_schema_bytes as u64,
             ),
+            ("--inference-max-weights-mib", self.max_weights_bytes),
         ];
         for (flag, value) in at_least_one {
             if value == 0 {
@@ -225,6 +248,8 @@ mod tests {
         assert_eq!(limits.per_caller, 2);
         assert_eq!(limits.max_tools, 64);
         assert_eq!(limits.max_tool_schema_bytes, 65_536);
+        assert_eq!(limits.max_lora_adapters, 2);
+        assert_eq!(limits.max_weights_bytes, 4096 * MIB);
         let engine = limits.engine_options();
         assert_eq!(engine.max_active + engine.queue, 64);
     }
@@ -254,8 +279,14 @@ mod tests {
             "5",
             "--inference-max-tool-schema-bytes",
             "1000",
+            "--inference-max-lora-adapters",
+            "0",
+            "--inference-max-weights-mib",
+            "7",
         ])
         .unwrap();
+        assert_eq!(limits.max_lora_adapters, 0);
+        assert_eq!(limits.max_weights_bytes, 7 * MIB);
         assert_eq!(limits.per_caller, 3);
         assert_eq!(limits.max_tools, 5);
         assert_eq!(limits.max_tool_schema_bytes, 1000);
@@ -289,6 +320,7 @@ mod tests {
             ["--inference-per-caller", "0"],
             ["--inference-max-tools", "0"],
             ["--inference-max-tool-schema-bytes", "0"],
+            ["--inference-max-weights-mib", "0"],
         ] {
             let error = resolve(&flags).unwrap_err().to_string();
             assert!(error.contains(flags[0]), "{flags:?}: {error}");

@@ -37,6 +37,15 @@ fn engine(state: &AppState) -> Result<&Engine, InferenceError> {
     state.engine.as_ref().ok_or(InferenceError::NoModel)
 }
 
+/// The engine a request names in `model`: a loaded LoRA adapter by its name, otherwise the base
+/// (which answers to any other name, as it always has).
+fn engine_for(state: &AppState, model: Option<&str>) -> Result<Engine, InferenceError> {
+    let base = engine(state)?;
+    Ok(model
+        .and_then(|name| state.weights.adapter(name))
+        .unwrap_or_else(|| base.clone()))
+}
+
 /// 200 when a model is loaded (vLLM's health check, polled by atroposlib every second).
 async fn health(State(state): State<AppState>) -> Result<Json<serde_json::Value>, InferenceError> {
     let engine = engine(&state)?;

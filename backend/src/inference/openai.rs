@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 
 use super::quota::CallerKey;
 use super::tools::{WireToolChoice, answer_message, offered};
-use super::{CommonSampling, InferenceError, InferenceJson, engine, request_id, sample, unix_now};
+use super::{
+    CommonSampling, InferenceError, InferenceJson, engine, engine_for, request_id, sample, unix_now,
+};
 use crate::app::AppState;
 use crate::policy::tool_chat::{
     ToolChoice, WireMessage, WireMessageError, WireTool, from_wire_messages, offer_tools,
@@ -21,16 +23,30 @@ use crate::policy::tool_chat::{
 
 pub async fn models(State(state): State<AppState>) -> Result<Json<Value>, InferenceError> {
     let engine = engine(&state)?;
-    Ok(Json(json!({
-        "object": "list",
-        "data": [{
-            "id": engine.info().name,
-            "object": "model",
-            "created": unix_now(),
-            "owned_by": "lachesis",
-            "max_model_len": engine.info().context_length,
-        }]
-    })))
+    let base = &engine.info().name;
+    let mut data = vec![json!({
+        "id": base,
+        "object": "model",
+        "created": unix_now(),
+        "owned_by": "lachesis",
+        "max_model_len": engine.info().context_length,
+        "weight_version": engine.weight_version(),
+    })];
+    // Adapters are listed as vLLM lists them: their own id, the base as `parent`.
+    for name in state.weights.adapter_names() {
+        if let Some(adapter) = state.weights.adapter(&name) {
+            data.push(json!({
+                "id": name,
+                "object": "model",
+                "created": unix_now(),
+                "owned_by": "lachesis",
+                "parent": base,
+                "max_model_len": adapter.info().context_length,
+                "weight_version": adapter.weight_version(),
+            }));
+        }
+    }
+    Ok(Json(json!({"object": "list", "data": data})))
 }
 
 /// `prompt` in `/v1/completions`: text, or token ids (one prompt per request).
@@ -63,7 +79,8 @@ pub async fn completions(
     caller: CallerKey,
     InferenceJson(request): InferenceJson<CompletionRequest>,
 ) -> Result<Json<Value>, InferenceError> {
-    let engine = engine(&state)?;
+    let engine = &engine_for(&state, request.model.as_deref())?;
+    let version = engine.weight_version();
     let prompt = match request.prompt {
         PromptInput::Text(text) => engine.tokenizer().encode(&text)?,
         PromptInput::Tokens(ids) => ids,
@@ -109,6 +126,7 @@ pub async fn completions(
         "text_completion",
         request.model,
         engine,
+        version,
         choices,
         &generation,
     )))
@@ -142,7 +160,8 @@ pub async fn chat_completions(
     caller: CallerKey,
     InferenceJson(request): InferenceJson<ChatRequest>,
 ) -> Result<Json<Value>, InferenceError> {
-    let engine = engine(&state)?;
+    let engine = &engine_for(&state, request.model.as_deref())?;
+    let version = engine.weight_version();
     if request.messages.is_empty() {
         return Err(InferenceError::bad(
             "messages must not be empty",
@@ -205,6 +224,7 @@ pub async fn chat_completions(
         "chat.completion",
         request.model,
         engine,
+        version,
         choices,
         &generation,
     )))
@@ -216,6 +236,7 @@ fn envelope(
     object: &str,
     model: Option<String>,
     engine: &Engine,
+    weight_version: i64,
     choices: Vec<Value>,
     generation: &Generation,
 ) -> Value {
@@ -226,6 +247,9 @@ fn envelope(
         "model": model.unwrap_or_else(|| engine.info().name.clone()),
         "choices": choices,
         "usage": usage(generation),
+        // Not in OpenAI's answer: which weights answered (0 as loaded, one more per load), so a
+        // rollout from another process can say which policy version produced it.
+        "weight_version": weight_version,
     })
 }
 

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::quota::CallerKey;
-use super::{CommonSampling, InferenceError, InferenceJson, engine, sample};
+use super::{CommonSampling, InferenceError, InferenceJson, engine_for, sample};
 use crate::app::AppState;
 
 #[derive(Debug, Deserialize)]
@@ -22,6 +22,10 @@ pub enum GeneratePrompt {
 
 #[derive(Debug, Deserialize)]
 pub struct VllmGenerateRequest {
+    /// Not in vLLM's `/generate`: a loaded LoRA adapter's name picks it, as `model` does in the
+    /// OpenAI routes; absent or any other name, the base answers.
+    #[serde(default)]
+    pub model: Option<String>,
     pub prompt: GeneratePrompt,
     #[serde(default = "super::sixteen")]
     pub max_tokens: usize,
@@ -39,7 +43,8 @@ pub async fn generate(
     caller: CallerKey,
     InferenceJson(request): InferenceJson<VllmGenerateRequest>,
 ) -> Result<Response, InferenceError> {
-    let engine = engine(&state)?;
+    let engine = &engine_for(&state, request.model.as_deref())?;
+    let weight_version = engine.weight_version();
     let prompt = match request.prompt {
         GeneratePrompt::Text(text) => engine.tokenizer().encode(&text)?,
         GeneratePrompt::Tokens { prompt_token_ids } => prompt_token_ids,
@@ -77,6 +82,7 @@ pub async fn generate(
             .collect(),
         logprobs,
         prompt_logprobs,
+        weight_version,
     })
     .into_response())
 }
@@ -92,6 +98,8 @@ struct GenerateResponse<'a> {
     logprobs: Option<Vec<Vec<[Box<RawValue>; 1]>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     prompt_logprobs: Option<Vec<Option<Box<RawValue>>>>,
+    /// Not in vLLM's answer: which weights answered (see the OpenAI routes).
+    weight_version: i64,
 }
 
 /// `{"<chosen id>": logprob, "<alternative id>": logprob, ...}`, the chosen token first: atroposlib

@@ -3,6 +3,7 @@
 //! prompt travels as token ids, and every sampled token comes back with its id and logprob.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use futures::future::BoxFuture;
 use lachesis_inference::{ChatMessage, ModelTokenizer};
@@ -17,6 +18,10 @@ use super::{Finish, Policy, PolicyError, PolicyRequest, Rollout};
 /// The body of `POST /generate`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GenerateBody {
+    /// A LoRA adapter's name on a Lachesis server; never sent to vLLM, whose `/generate` takes
+    /// every other field as a sampling parameter and refuses unknown ones.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     pub prompt: PromptIds,
     /// 0 asks vLLM for the sampled token's logprob only (atroposlib sends 0).
     pub logprobs: u32,
@@ -35,6 +40,7 @@ pub struct PromptIds {
 impl GenerateBody {
     pub fn new(prompt_ids: Vec<u32>, request: &PolicyRequest) -> Self {
         Self {
+            model: None,
             prompt: PromptIds {
                 prompt_token_ids: prompt_ids,
             },
@@ -55,6 +61,8 @@ pub struct GenerateAnswer {
     /// The prompt ids the server says it used, when it says so.
     pub prompt_token_ids: Option<Vec<u32>>,
     pub choices: Vec<GeneratedChoice>,
+    /// The weights that answered, when the server says (Lachesis does; vLLM does not).
+    pub weight_version: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -77,6 +85,8 @@ struct RawAnswer {
     token_ids: Option<Vec<Vec<u32>>>,
     #[serde(default)]
     prompt_token_ids: Option<Vec<u32>>,
+    #[serde(default)]
+    weight_version: Option<i64>,
 }
 
 /// Parses the body of a `/generate` answer; anything inconsistent is `MalformedResponse`.
@@ -140,6 +150,7 @@ pub fn parse_generate(body: &[u8]) -> Result<GenerateAnswer, PolicyError> {
     Ok(GenerateAnswer {
         prompt_token_ids: raw.prompt_token_ids,
         choices: parsed,
+        weight_version: raw.weight_version,
     })
 }
 
@@ -196,6 +207,10 @@ pub struct VllmPolicy {
     /// The served model's tokenizer: prompts are tokenized here, as atroposlib does.
     pub tokenizer: Arc<ModelTokenizer>,
     pub model_name: String,
+    /// The LoRA adapter asked for by name (a Lachesis server only).
+    pub adapter: Option<String>,
+    /// The weight version of the latest answer that reported one; -1 before any.
+    seen_version: Arc<AtomicI64>,
 }
 
 impl VllmPolicy {
@@ -208,7 +223,15 @@ impl VllmPolicy {
             pool,
             tokenizer,
             model_name: model_name.into(),
+            adapter: None,
+            seen_version: Arc::new(AtomicI64::new(-1)),
         }
+    }
+
+    /// Asks a Lachesis server for its LoRA adapter `name` instead of the base.
+    pub fn with_adapter(mut self, name: impl Into<String>) -> Self {
+        self.adapter = Some(name.into());
+        self
     }
 
     async fn run(&self, request: PolicyRequest) -> Result<Vec<Rollout>, PolicyError> {
@@ -216,9 +239,13 @@ impl VllmPolicy {
             return Ok(Vec::new());
         }
         let ids = request_prompt_ids(&self.tokenizer, &request)?;
-        let body = GenerateBody::new(ids.clone(), &request);
-        let answer = self.pool.post_json("/generate", &body).await?;
-        rollouts_from_answer(&ids, parse_generate(&answer)?, request.n)
+        let mut body = GenerateBody::new(ids.clone(), &request);
+        body.model = self.adapter.clone();
+        let answer = parse_generate(&self.pool.post_json("/generate", &body).await?)?;
+        if let Some(version) = answer.weight_version {
+            self.seen_version.store(version, Ordering::SeqCst);
+        }
+        rollouts_from_answer(&ids, answer, request.n)
     }
 }
 
@@ -229,6 +256,12 @@ impl Policy for VllmPolicy {
 
     fn complete(&self, request: PolicyRequest) -> BoxFuture<'_, Result<Vec<Rollout>, PolicyError>> {
         Box::pin(self.run(request))
+    }
+
+    /// The version the server reported last: groups are labelled with the weights seen before
+    /// their rollouts, the honest (older) label when a sync lands during them.
+    fn weight_version(&self) -> Option<i64> {
+        Some(self.seen_version.load(Ordering::SeqCst)).filter(|v| *v >= 0)
     }
 }
 

@@ -15,7 +15,7 @@ use lachesis_train::{
 use tokio::sync::watch;
 
 use super::demo::{DemoOptions, run_demo};
-use super::sync::{VllmLora, VllmRestart};
+use super::sync::{RemoteReload, VllmLora, VllmRestart};
 use super::{LoopConfig, TrainLoop, WeightSync};
 use crate::config::ServeConfig;
 use crate::envs::in_process::EnvSpec;
@@ -113,7 +113,8 @@ pub struct RunArgs {
     /// A checkpoint folder written by this trainer to continue from (weights and optimizer).
     #[arg(long)]
     pub resume: Option<PathBuf>,
-    /// How new weights reach inference: embedded, vllm-restart, vllm-lora or none.
+    /// How new weights reach inference: embedded, vllm-restart, vllm-lora, reload (a running
+    /// server reads the merged model through `POST /update_weights_from_disk`) or none.
     #[arg(long, default_value = "embedded")]
     pub sync: String,
     #[arg(long, default_value_t = 1)]
@@ -121,7 +122,8 @@ pub struct RunArgs {
     /// Environments run in this process, answered by the embedded engine (`--sync embedded`).
     #[arg(long = "env")]
     pub envs: Vec<EnvSpec>,
-    /// vLLM's root URL (`--sync vllm-lora`), or where the restarted server listens.
+    /// The inference server's root URL (`--sync vllm-lora` and `reload`; a Lachesis server
+    /// answers both), or where the restarted server listens.
     #[arg(long, default_value = "http://127.0.0.1:9001")]
     pub vllm_url: String,
     /// The command that serves a model folder, the folder appended (`--sync vllm-restart`).
@@ -276,7 +278,13 @@ async fn train(args: RunArgs) -> anyhow::Result<()> {
             &args.lora_name,
             std::env::var("VLLM_API_KEY").ok(),
         )),
-        other => bail!("unknown --sync {other:?}: embedded, vllm-restart, vllm-lora or none"),
+        "reload" => WeightSync::Reload(RemoteReload::new(
+            &args.vllm_url,
+            std::env::var("VLLM_API_KEY").ok(),
+        )),
+        other => {
+            bail!("unknown --sync {other:?}: embedded, vllm-restart, vllm-lora, reload or none")
+        }
     };
     let loop_config = LoopConfig {
         run: args.run.clone(),

@@ -10,6 +10,10 @@
 //!   The adapter keeps one name, so environments keep asking for the same model; between the
 //!   unload and the load (milliseconds) a request for it gets vLLM's 404 and is retried.
 //!
+//! - `Reload`: write the merged model as a Hugging Face folder and have a running server read it
+//!   through `POST /update_weights_from_disk {model_path}` (SGLang's request; Lachesis answers it
+//!   too, replacing the model its whole platform runs on). The server says the version it now runs.
+//!
 //! Every sync bumps the weight version. The embedded engine stamps it on rollouts, so groups and
 //! batches carry it; with vLLM the trainer reports it on the dashboard (`weight_version`), and
 //! environments in other processes cannot see it unless they are told.
@@ -46,6 +50,7 @@ pub enum WeightSync {
     },
     VllmRestart(Box<VllmRestart>),
     VllmLora(VllmLora),
+    Reload(RemoteReload),
 }
 
 impl WeightSync {
@@ -55,6 +60,7 @@ impl WeightSync {
             WeightSync::Embedded { engine, .. } => engine.weight_version(),
             WeightSync::VllmRestart(r) => r.version,
             WeightSync::VllmLora(l) => l.version,
+            WeightSync::Reload(r) => r.version,
         }
     }
 
@@ -90,6 +96,12 @@ impl WeightSync {
                     checkpoint::save(dir, trainer, None, base_model, &state)
                 })?;
                 lora.load(dir).await
+            }
+            WeightSync::Reload(reload) => {
+                tokio::task::block_in_place(|| {
+                    checkpoint::save_merged(dir, &trainer.model, tokenizer)
+                })?;
+                reload.load(dir).await
             }
         }
     }
@@ -263,6 +275,79 @@ impl VllmLora {
             return Err(SyncError::Vllm(format!("load refused ({status}): {body}")));
         }
         self.version += 1;
+        // Lachesis lists an adapter's version in `/v1/models` (it keeps counting across a
+        // trainer's restarts); vLLM does not, and then this trainer's count stands.
+        if let Some(served) = self.served_version().await {
+            self.version = served;
+        }
+        Ok(self.version)
+    }
+
+    async fn served_version(&self) -> Option<i64> {
+        let mut request = self.http.get(format!("{}/v1/models", self.base_url));
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key);
+        }
+        let models: serde_json::Value = request
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        models["data"]
+            .as_array()?
+            .iter()
+            .find(|m| m["id"] == self.lora_name.as_str())?["weight_version"]
+            .as_i64()
+    }
+}
+
+/// A running server told to read a full checkpoint from disk.
+pub struct RemoteReload {
+    /// The server root, without `/v1`.
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub version: i64,
+    http: reqwest::Client,
+}
+
+impl RemoteReload {
+    pub fn new(base_url: &str, api_key: Option<String>) -> Self {
+        Self {
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            api_key,
+            version: 0,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// Has the server replace its weights with the Hugging Face folder `model_dir`.
+    pub async fn load(&mut self, model_dir: &Path) -> Result<i64, SyncError> {
+        let path: PathBuf =
+            std::fs::canonicalize(model_dir).unwrap_or_else(|_| model_dir.to_owned());
+        let mut request = self
+            .http
+            .post(format!("{}/update_weights_from_disk", self.base_url))
+            .json(&json!({"model_path": path}));
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = request
+            .timeout(Duration::from_secs(600))
+            .send()
+            .await
+            .map_err(|e| SyncError::Vllm(format!("/update_weights_from_disk: {e}")))?;
+        let status = response.status().as_u16();
+        let body: serde_json::Value = response.json().await.unwrap_or_default();
+        if status != 200 || body["success"] != true {
+            return Err(SyncError::Vllm(format!(
+                "reload refused ({status}): {}",
+                body["message"].as_str().unwrap_or("no message")
+            )));
+        }
+        self.version = body["weight_version"].as_i64().unwrap_or(self.version + 1);
         Ok(self.version)
     }
 }

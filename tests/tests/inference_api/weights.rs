@@ -1,0 +1,441 @@
+//! A trainer's weights reach the running server through the requests trainers send to vLLM
+//! (`/v1/load_lora_adapter`, `/v1/unload_lora_adapter`) and SGLang (`/update_weights_from_disk`):
+//! the trainer's own sync code against the real server, then rollouts through the vLLM policy,
+//! whose tokens' logprobs are recomputed by the trainer's model.
+
+use std::path::PathBuf;
+
+use candle_core::{Device, IndexOp, Tensor};
+use lachesis::policy::{Policy, PolicyRequest, ServerPool, ServerPoolConfig, VllmPolicy};
+use lachesis::trainer::sync::{RemoteReload, VllmLora, WeightSync};
+use lachesis_inference::ChatMessage;
+use lachesis_tests::{TestApp, config_for, fresh_database, model_path};
+use lachesis_train::{LoraConfig, TrainConfig, TrainLlama, TrainMode, Trainer};
+use serde_json::{Value, json};
+
+use super::app_with_model;
+
+/// SmolLM2 as the trainer reads it (dequantized), with LoRA r=8 on q and v.
+fn lora_trainer() -> (Trainer, lachesis_inference::ModelTokenizer) {
+    let (config, tensors, tokenizer) =
+        lachesis_train::gguf::load_gguf(&model_path()).expect("the trainer reads the GGUF");
+    let mode = TrainMode::Lora(LoraConfig {
+        rank: 8,
+        alpha: 16.0,
+        targets: vec!["q_proj".into(), "v_proj".into()],
+        seed: 11,
+    });
+    let model = TrainLlama::from_tensors(config, tensors, mode).expect("builds");
+    let trainer = Trainer::new(
+        model,
+        TrainConfig {
+            loss: Default::default(),
+            optim: Default::default(),
+            micro_batch: 1,
+        },
+    )
+    .expect("a trainer");
+    (trainer, tokenizer)
+}
+
+/// Moves every LoRA B matrix (zero at initialisation, so the adapter starts as the identity) to
+/// fixed pseudo-random values: what some steps of training would do, reproducibly.
+fn perturb(trainer: &Trainer, salt: f32) {
+    for (name, var) in trainer.model.trainable() {
+        if !name.contains("lora_B") {
+            continue;
+        }
+        let count: usize = var.dims().iter().product();
+        let values: Vec<f32> = (0..count)
+            .map(|i| ((i as f32 * 12.9898 + salt).sin() * 43758.547).fract() * 0.25)
+            .collect();
+        let tensor = Tensor::from_vec(values, var.dims(), &Device::Cpu).unwrap();
+        var.set(&tensor).unwrap();
+    }
+}
+
+/// Each token's logprob given the tokens before it, by the trainer's model.
+fn trainer_logprobs(trainer: &Trainer, tokens: &[u32], adapters: bool) -> Vec<f32> {
+    let input = Tensor::new(tokens, &Device::Cpu)
+        .unwrap()
+        .unsqueeze(0)
+        .unwrap();
+    let rows: Vec<Vec<f32>> = trainer
+        .model
+        .forward(&input, adapters)
+        .and_then(|logits| logits.i(0)?.to_vec2())
+        .unwrap();
+    (1..tokens.len())
+        .map(|i| {
+            let row = &rows[i - 1];
+            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+            let sum: f64 = row.iter().map(|v| (*v as f64 - max).exp()).sum();
+            (row[tokens[i] as usize] as f64 - max - sum.ln()) as f32
+        })
+        .collect()
+}
+
+/// The server's logprob of each prompt token after the first, from `/generate`.
+async fn served_logprobs(app: &TestApp, model: Option<&str>, tokens: &[u32]) -> (Vec<f32>, i64) {
+    let mut body = json!({
+        "prompt": {"prompt_token_ids": tokens},
+        "max_tokens": 1,
+        "temperature": 0.0,
+        "prompt_logprobs": 0,
+    });
+    if let Some(model) = model {
+        body["model"] = json!(model);
+    }
+    let answer = app.post("/generate", &body).await;
+    let entries = answer["prompt_logprobs"]
+        .as_array()
+        .expect("prompt logprobs");
+    let logprobs = entries[1..]
+        .iter()
+        .zip(&tokens[1..])
+        .map(|(entry, token)| {
+            entry[token.to_string()]
+                .as_f64()
+                .expect("the token's logprob") as f32
+        })
+        .collect();
+    (
+        logprobs,
+        answer["weight_version"].as_i64().expect("a version"),
+    )
+}
+
+fn mean_gap(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum::<f32>() / a.len() as f32
+}
+
+/// The served weights are the trainer's: within the noise of serving quantized (Q8_0 weights and
+/// activations against the trainer's f32, about 0.07 nats a token on SmolLM2) and far from `other`.
+fn assert_serves(served: &[f32], trainer: &[f32], other: &[f32], what: &str) {
+    let gap = mean_gap(served, trainer);
+    let moved = mean_gap(trainer, other);
+    eprintln!("{what}: |served - trainer| {gap:.4}, |trainer - previous| {moved:.4}");
+    assert!(
+        moved > 0.3,
+        "{what}: the new weights barely differ ({moved})"
+    );
+    assert!(
+        gap < 0.15,
+        "{what}: the server is {gap} away from the trainer"
+    );
+    assert!(gap * 3.0 < moved, "{what}: {gap} vs {moved}");
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("lachesis-weights-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn vllm_policy(app: &TestApp, tokenizer: &lachesis_inference::ModelTokenizer) -> VllmPolicy {
+    let pool = ServerPool::new(ServerPoolConfig {
+        base_urls: vec![app.base.clone()],
+        ..ServerPoolConfig::default()
+    })
+    .expect("a pool");
+    VllmPolicy::new(pool, std::sync::Arc::new(tokenizer.clone()), "smollm2")
+}
+
+fn question() -> PolicyRequest {
+    PolicyRequest {
+        messages: vec![ChatMessage::new("user", "Name three colours.")],
+        n: 2,
+        max_tokens: 16,
+        // Greedy, so the test sees the same tokens every run.
+        temperature: 0.0,
+        top_p: 1.0,
+        stop: Vec::new(),
+        tools: Vec::new(),
+    }
+}
+
+/// The completion's logprobs in a rollout, and the trainer's for the same tokens.
+fn rollout_gap(trainer: &Trainer, rollout: &lachesis::policy::Rollout, adapters: bool) -> f32 {
+    let ours = trainer_logprobs(trainer, &rollout.tokens, adapters);
+    let (mut served, mut recomputed) = (Vec::new(), Vec::new());
+    for (i, mask) in rollout.masks.iter().enumerate().skip(1) {
+        if *mask >= 0 {
+            served.push(rollout.inference_logprobs[i] as f32);
+            recomputed.push(ours[i - 1]);
+        }
+    }
+    assert!(!served.is_empty(), "the rollout generated nothing");
+    mean_gap(&served, &recomputed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trainers_adapter_and_full_weights_reach_the_server_and_its_rollouts() {
+    let app = app_with_model().await;
+    let (trainer, tokenizer) = lora_trainer();
+    let tokens = tokenizer
+        .encode("The capital of France is Paris, and the capital of Italy is Rome.")
+        .unwrap();
+    let base = trainer_logprobs(&trainer, &tokens, false);
+    let (served_base, v0) = served_logprobs(&app, None, &tokens).await;
+    assert_eq!(v0, 0, "the base as loaded");
+    let gap = mean_gap(&served_base, &base);
+    eprintln!("base: |served - trainer| {gap:.4} (Q4_1 against its f32 dequantization)");
+    assert!(gap < 0.1, "{gap}");
+
+    // LoRA through vLLM's protocol: the adapter answers to its name, the base to any other.
+    perturb(&trainer, 1.0);
+    let dir = scratch("lora");
+    let mut sync = WeightSync::VllmLora(VllmLora::new(&app.base, "policy", None));
+    let version = sync
+        .sync(&trainer, None, &dir, "smollm2", 1)
+        .await
+        .expect("the adapter loads");
+    assert_eq!(version, 1);
+    let adapted = trainer_logprobs(&trainer, &tokens, true);
+    let (served, v1) = served_logprobs(&app, Some("policy"), &tokens).await;
+    assert_eq!(v1, 1);
+    assert_serves(&served, &adapted, &base, "adapter v1");
+    let (still_base, v) = served_logprobs(&app, Some("smollm2"), &tokens).await;
+    assert_eq!(v, 0);
+    assert!(
+        mean_gap(&still_base, &served_base) < 1e-4,
+        "the base is untouched"
+    );
+    let models = app.get("/v1/models").await;
+    let listed = models["data"].as_array().unwrap();
+    let entry = listed.iter().find(|m| m["id"] == "policy").expect("listed");
+    assert_eq!(entry["parent"], listed[0]["id"]);
+    assert_eq!(entry["weight_version"], 1);
+
+    // The next sync unloads and reloads under the same name: version 2, the newer weights.
+    perturb(&trainer, 2.0);
+    let version = sync.sync(&trainer, None, &dir, "smollm2", 2).await.unwrap();
+    assert_eq!(version, 2);
+    let readapted = trainer_logprobs(&trainer, &tokens, true);
+    let (served, v2) = served_logprobs(&app, Some("policy"), &tokens).await;
+    assert_eq!(v2, 2);
+    assert_serves(&served, &readapted, &adapted, "adapter v2");
+
+    // Rollouts through the vLLM policy: the tokens it sampled carry the adapter's logprobs, and
+    // the policy reports the version that answered.
+    let policy = vllm_policy(&app, &tokenizer).with_adapter("policy");
+    assert_eq!(policy.weight_version(), None, "nothing seen yet");
+    let rollouts = policy.complete(question()).await.expect("rollouts");
+    assert_eq!(rollouts.len(), 2);
+    assert_eq!(policy.weight_version(), Some(2));
+    for rollout in &rollouts {
+        let gap = rollout_gap(&trainer, rollout, true);
+        let from_base = rollout_gap(&trainer, rollout, false);
+        eprintln!(
+            "rollout: {gap:.4} from the trainer's adapted model, {from_base:.4} from its base"
+        );
+        assert!(gap < 0.15 && gap * 2.0 < from_base, "{gap} vs {from_base}");
+    }
+
+    // A full reload replaces the base: every request not naming the adapter moves to it.
+    let full = scratch("full");
+    let mut reload = WeightSync::Reload(RemoteReload::new(&app.base, None));
+    let version = reload
+        .sync(&trainer, Some(&tokenizer), &full, "smollm2", 3)
+        .await
+        .expect("the full weights load");
+    assert_eq!(version, 1, "the base's first swap");
+    let (served, v) = served_logprobs(&app, None, &tokens).await;
+    assert_eq!(v, 1);
+    assert_serves(&served, &readapted, &base, "full reload");
+    let base_policy = vllm_policy(&app, &tokenizer);
+    let rollouts = base_policy.complete(question()).await.expect("rollouts");
+    assert_eq!(base_policy.weight_version(), Some(1));
+    let gap = rollout_gap(&trainer, &rollouts[0], true);
+    let from_base = rollout_gap(&trainer, &rollouts[0], false);
+    assert!(gap < 0.15 && gap * 2.0 < from_base, "{gap} vs {from_base}");
+
+    // Unloading leaves the base (now the reloaded weights) answering for the adapter's name.
+    let (status, _) = call(
+        &app,
+        "/v1/unload_lora_adapter",
+        &json!({"lora_name": "policy"}),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, body) = call(
+        &app,
+        "/v1/unload_lora_adapter",
+        &json!({"lora_name": "policy"}),
+        None,
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&full);
+}
+
+async fn call(app: &TestApp, path: &str, body: &Value, bearer: Option<&str>) -> (u16, Value) {
+    let mut request = app.client.post(app.url(path)).json(body);
+    if let Some(token) = bearer {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+/// Loading weights is the admin's: tokens (even with the inference scope), sessions and strangers
+/// are refused, bad folders and oversized files change nothing, and the limits hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_admin_loads_weights_and_bad_loads_change_nothing() {
+    let mut config = config_for(&fresh_database().await);
+    config.model = Some(model_path());
+    config.auth = true;
+    config.api_token = Some("the-admins-secret-token".into());
+    config.inference_limits.max_lora_adapters = 1;
+    let app = TestApp::spawn_with(config).await;
+    let admin = Some("the-admins-secret-token");
+    let owner = lachesis_tests::sign_up(&app, "/api/auth/setup", "ada", "lab").await;
+    let token = app
+        .new_token(&owner, "lab", json!({"name": "caller", "inference": true}))
+        .await;
+
+    let (trainer, _) = lora_trainer();
+    perturb(&trainer, 3.0);
+    let dir = scratch("hostile");
+    let mut sync = WeightSync::VllmLora(VllmLora::new(&app.base, "mine", Some(token.clone())));
+    let refused = sync.sync(&trainer, None, &dir, "smollm2", 1).await;
+    assert!(refused.is_err(), "a team token loaded weights");
+    let load = json!({"lora_name": "mine", "lora_path": dir});
+    for bearer in [None, Some(token.as_str())] {
+        let (status, _) = call(&app, "/v1/load_lora_adapter", &load, bearer).await;
+        assert_eq!(status, 401, "{bearer:?}");
+        let (status, _) = call(
+            &app,
+            "/update_weights_from_disk",
+            &json!({"model_path": dir}),
+            bearer,
+        )
+        .await;
+        assert_eq!(status, 401, "{bearer:?}");
+    }
+    let session = app
+        .client
+        .post(app.url("/v1/load_lora_adapter"))
+        .header("cookie", &owner.0)
+        .header("x-csrf-token", &owner.1)
+        .json(&load)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(session.status().as_u16(), 401);
+
+    // Folders that are not adapters, or are the wrong shape, are typed refusals.
+    let not_there = json!({"lora_name": "x", "lora_path": "/nonexistent/adapter"});
+    let relative = json!({"lora_name": "x", "lora_path": "adapter"});
+    let a_file = json!({"lora_name": "x", "lora_path": model_path()});
+    let no_name = json!({"lora_name": "", "lora_path": dir});
+    for body in [&not_there, &relative, &a_file, &no_name] {
+        let (status, answer) = call(&app, "/v1/load_lora_adapter", body, admin).await;
+        assert_eq!(status, 400, "{body}: {answer}");
+        assert_eq!(answer["object"], "error");
+    }
+    let foreign = scratch("foreign");
+    std::fs::create_dir_all(&foreign).unwrap();
+    std::fs::write(
+        foreign.join("adapter_config.json"),
+        r#"{"peft_type": "LORA", "r": 8, "lora_alpha": 16, "target_modules": ["wq"]}"#,
+    )
+    .unwrap();
+    std::fs::write(foreign.join("adapter_model.safetensors"), b"not tensors").unwrap();
+    let (status, answer) = call(
+        &app,
+        "/v1/load_lora_adapter",
+        &json!({"lora_name": "x", "lora_path": foreign}),
+        admin,
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(
+        answer["message"].as_str().unwrap().contains("\"wq\""),
+        "{answer}"
+    );
+
+    // The real adapter loads for the admin; a second name is over the limit of one.
+    // (The refused sync above wrote the adapter's folder before asking.)
+    let mut admin_sync = VllmLora::new(&app.base, "mine", admin.map(str::to_owned));
+    assert_eq!(admin_sync.load(&dir).await.expect("the admin loads"), 1);
+    let (status, answer) = call(
+        &app,
+        "/v1/load_lora_adapter",
+        &json!({"lora_name": "other", "lora_path": dir}),
+        admin,
+    )
+    .await;
+    assert_eq!(status, 409, "{answer}");
+    assert!(
+        answer["message"]
+            .as_str()
+            .unwrap()
+            .contains("--inference-max-lora-adapters")
+    );
+    let (status, _) = call(
+        &app,
+        "/v1/load_lora_adapter",
+        &json!({"lora_name": "mine", "lora_path": dir}),
+        admin,
+    )
+    .await;
+    assert_eq!(status, 400, "the name is taken");
+
+    // A full reload from a folder that is not a model changes nothing.
+    let (status, answer) = call(
+        &app,
+        "/update_weights_from_disk",
+        &json!({"model_path": foreign}),
+        admin,
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["success"], false);
+    let probe = json!({"prompt": "Hello", "max_tokens": 1, "temperature": 0});
+    let (status, answer) = call(&app, "/v1/completions", &probe, Some(&token)).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["weight_version"], 0, "the base was not replaced");
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&foreign);
+}
+
+/// `--inference-max-weights-mib` bounds what a load reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weights_over_the_size_limit_are_refused_before_reading() {
+    let mut config = config_for(&fresh_database().await);
+    config.model = Some(model_path());
+    config.inference_limits.max_weights_bytes = 1024;
+    let app = TestApp::spawn_with(config).await;
+    let (trainer, tokenizer) = lora_trainer();
+    let dir = scratch("large");
+    let mut sync = WeightSync::VllmLora(VllmLora::new(&app.base, "big", None));
+    let error = sync
+        .sync(&trainer, None, &dir, "smollm2", 1)
+        .await
+        .expect_err("an adapter of more than 1 KiB");
+    assert!(error.to_string().contains("413"), "{error}");
+    let full = scratch("large-full");
+    let mut reload = WeightSync::Reload(RemoteReload::new(&app.base, None));
+    let error = reload
+        .sync(&trainer, Some(&tokenizer), &full, "smollm2", 1)
+        .await
+        .expect_err("a model of more than 1 KiB");
+    assert!(
+        error.to_string().contains("--inference-max-weights-mib"),
+        "{error}"
+    );
+    let models = app.get("/v1/models").await;
+    assert_eq!(models["data"].as_array().unwrap().len(), 1, "no adapter");
+    assert_eq!(models["data"][0]["weight_version"], 0);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&full);
+}
