@@ -99,6 +99,10 @@ fn assert_training_layout(group: &ScoredData) {
             }
         }
     }
+}
+
+/// Arithmetic's rewards: 1 exact, 0.1 well-formed, 0 otherwise.
+fn assert_arithmetic_scores(group: &ScoredData) {
     for score in &group.scores {
         assert!([0.0, 0.1, 1.0].contains(score), "score {score}");
     }
@@ -122,6 +126,7 @@ async fn process_writes_atropos_groups_and_a_viewer() {
     assert_eq!(groups.len(), 2);
     for group in &groups {
         assert_training_layout(group);
+        assert_arithmetic_scores(group);
         assert_eq!(group.tokens.len(), 2);
     }
     let html = std::fs::read_to_string(out.with_extension("html")).unwrap();
@@ -197,6 +202,7 @@ async fn serve_pushes_groups_a_trainer_pulls() {
     assert_eq!(sequences, 4, "a batch of batch_size sequences");
     for group in &groups {
         assert_training_layout(group);
+        assert_arithmetic_scores(group);
     }
     let status = app.get("/status").await;
     assert!(status["queue_size"].as_i64().is_some());
@@ -229,6 +235,7 @@ async fn serve_runs_an_environment_in_process() {
     let groups: Vec<ScoredData> = serde_json::from_value(batch).unwrap();
     assert_eq!(groups.len(), 1);
     assert_training_layout(&groups[0]);
+    assert_arithmetic_scores(&groups[0]);
     let scores = &groups[0].scores;
     assert!(
         scores.iter().any(|s| *s != scores[0]),
@@ -313,4 +320,83 @@ async fn a_showcase_runs_only_while_watched_and_never_beside_a_trainer() {
     tokio::time::sleep(Duration::from_secs(12)).await;
     assert_eq!(showcase_attempts(&app, "spatial").await, attached);
     drop(ws);
+}
+
+/// Pay-to-Play from the command line with a remote policy: `--policy vllm` against a server's
+/// `/generate` (the test server's embedded model, reached over HTTP like any vLLM), paying the
+/// platform's judges through the ledger of the database it is given. The server on that database
+/// shows the run's budget spent, and the groups are in the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pay_to_play_runs_from_the_cli_with_a_remote_policy_paying_through_the_database() {
+    let mut config = config_for(&fresh_database().await);
+    config.model = Some(model_path());
+    let app = TestApp::spawn_with(config).await;
+    let dir = TempDir::new("p2p-cli");
+    let out = dir.0.join("groups.jsonl");
+    let mut args: Vec<String> = [
+        "process",
+        "pay_to_play",
+        "--policy",
+        "vllm",
+        "--group-size",
+        "2",
+        "--max-tokens",
+        "24",
+        "--groups",
+        "2",
+        "--set",
+        "run=p2p-cli",
+        "--set",
+        "budget_usdc=\"0.5\"",
+        "--server",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.push(app.base.clone());
+    args.extend(["--model".into(), model_path().display().to_string()]);
+    args.extend(["--database-url".into(), app.database_url.clone()]);
+    args.extend(["--out".into(), out.display().to_string()]);
+    run_env(&args).await;
+
+    let text = std::fs::read_to_string(&out).unwrap();
+    let groups: Vec<ScoredData> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each line is a ScoredDataGroup"))
+        .collect();
+    assert_eq!(groups.len(), 2);
+    for group in &groups {
+        assert_training_layout(group);
+    }
+    let budgets = app.get("/api/marketplace/budgets").await;
+    let budget = budgets
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["run"] == "p2p-cli")
+        .expect("the run's budget is on the server's marketplace")
+        .clone();
+    assert_eq!(budget["funded"], 500_000, "{budget}");
+    let spent = budget["spent"].as_i64().unwrap();
+    assert!(spent > 0, "the judges were paid: {budget}");
+    let ledger = app.get("/api/marketplace/runs/p2p-cli/ledger").await;
+    assert!(ledger.as_array().unwrap().len() >= 3, "{ledger}");
+
+    // Without a database the environment says what it needs.
+    let output = tokio::process::Command::new(lachesis_bin())
+        .args([
+            "env",
+            "process",
+            "pay_to_play",
+            "--policy",
+            "baseline",
+            "--out",
+        ])
+        .arg(dir.0.join("none.jsonl"))
+        .env_remove("DATABASE_URL")
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--database-url"), "{stderr}");
 }

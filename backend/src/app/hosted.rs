@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use anyhow::Context;
-use lachesis_shared::live::{LiveEvent, Topic};
+use lachesis_shared::live::Topic;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -22,6 +22,7 @@ use crate::envs::pay_to_play::Marketplace;
 use crate::envs::registry;
 use crate::envs::runner::{self, RunnerConfig};
 use crate::envs::spatial::SceneSink;
+use crate::live::bridge::BridgeFeed;
 use crate::marketplace::judges::Judges;
 use crate::policy::{EmbeddedPolicy, Policy};
 use crate::spatial::{LIVE_SCENE, SceneStreamer};
@@ -33,28 +34,9 @@ struct Parts<'a> {
     shutdown: watch::Receiver<bool>,
 }
 
-/// Publishes through the live bridge, so viewers on every instance see the events.
-struct BridgeFeed {
-    db: sqlx::PgPool,
-    topic: Topic,
-}
-
-impl LiveFeed for BridgeFeed {
-    fn publish(&self, event: LiveEvent) -> futures::future::BoxFuture<'_, ()> {
-        Box::pin(async move {
-            if let Err(e) = crate::live::bridge::publish(&self.db, &self.topic, &event).await {
-                tracing::debug!(error = %e, topic = ?self.topic, "live event not published");
-            }
-        })
-    }
-}
-
 impl ServerParts for Parts<'_> {
     fn live_feed(&self, topic: Topic) -> Arc<dyn LiveFeed> {
-        Arc::new(BridgeFeed {
-            db: self.state.db.clone(),
-            topic,
-        })
+        Arc::new(BridgeFeed::new(self.state.db.clone(), topic))
     }
 
     fn live_scene(&self) -> LiveScene {

@@ -13,6 +13,7 @@ use super::arithmetic::baseline::BaselinePolicy;
 use super::evaluate::EvaluateConfig;
 use super::process::ProcessConfig;
 use super::runner::RunnerConfig;
+use super::standalone::DatabaseParts;
 use super::{EnvOptions, Environment, registry};
 use crate::policy::{
     EmbeddedPolicy, OpenAiPolicy, Policy, ServerPool, ServerPoolConfig, VllmPolicy,
@@ -48,6 +49,10 @@ pub struct EnvArgs {
     /// An environment-specific setting, KEY=VALUE (VALUE read as JSON, else as text); repeatable.
     #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_setting)]
     pub settings: Vec<(String, Value)>,
+    /// The platform database, for environments that need more than a policy (Pay-to-Play pays
+    /// its judges through this database's ledger, settled in the ledger alone).
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -168,9 +173,9 @@ pub async fn run(cmd: EnvCommand) -> anyhow::Result<()> {
             }
         }
         EnvCommand::Serve(args) => {
-            let env = build_env(&args.env, &args.policy)?;
             let policy = build_policy(&args.policy)?;
             let (stop, shutdown) = watch::channel(false);
+            let env = build_env(&args.env, &args.policy, &policy, &shutdown).await?;
             tokio::spawn(async move {
                 crate::signals::shutdown_signal().await;
                 let _ = stop.send(true);
@@ -190,8 +195,9 @@ pub async fn run(cmd: EnvCommand) -> anyhow::Result<()> {
             );
         }
         EnvCommand::Process(args) => {
-            let env = build_env(&args.env, &args.policy)?;
             let policy = build_policy(&args.policy)?;
+            let (_stop, shutdown) = watch::channel(false);
+            let env = build_env(&args.env, &args.policy, &policy, &shutdown).await?;
             let config = ProcessConfig::new(&args.out, args.groups);
             let report = super::process::process(env.as_ref(), policy.as_ref(), &config).await?;
             println!(
@@ -202,8 +208,9 @@ pub async fn run(cmd: EnvCommand) -> anyhow::Result<()> {
             );
         }
         EnvCommand::Evaluate(args) => {
-            let env = build_env(&args.env, &args.policy)?;
             let policy = build_policy(&args.policy)?;
+            let (_stop, shutdown) = watch::channel(false);
+            let env = build_env(&args.env, &args.policy, &policy, &shutdown).await?;
             let config = EvaluateConfig {
                 out_dir: args.out.clone(),
                 model_name: args.policy.model_name.clone(),
@@ -288,15 +295,29 @@ fn model_path(args: &PolicyArgs) -> Option<PathBuf> {
         .or_else(|| crate::config::default_model_path().filter(|p| p.exists()))
 }
 
-fn build_env(env: &EnvArgs, policy: &PolicyArgs) -> anyhow::Result<Box<dyn Environment>> {
+/// The environment the flags name: built from its options alone, or, for one that needs more than
+/// a policy and given `--database-url`, from that database's parts as a server would host it.
+async fn build_env(
+    env: &EnvArgs,
+    policy_args: &PolicyArgs,
+    policy: &Arc<dyn Policy>,
+    shutdown: &watch::Receiver<bool>,
+) -> anyhow::Result<Arc<dyn Environment>> {
     let options = EnvOptions {
-        seed: policy.seed,
+        seed: policy_args.seed,
         group_size: env.group_size,
         max_tokens: env.max_tokens,
         temperature: env.temperature,
         settings: env.settings.iter().cloned().collect(),
     };
-    Ok(super::build(&env.name, &options)?)
+    let descriptor = registry::find(&env.name);
+    match (descriptor, &env.database_url) {
+        (Some(descriptor), Some(url)) if descriptor.needs == registry::ServerNeeds::Ledger => {
+            let parts = DatabaseParts::connect(url, policy.clone(), shutdown.clone()).await?;
+            Ok(descriptor.host(&options, &parts)?.env)
+        }
+        _ => Ok(Arc::from(super::build(&env.name, &options)?)),
+    }
 }
 
 fn runner_config(args: &EnvServeArgs) -> RunnerConfig {

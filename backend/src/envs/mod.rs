@@ -22,6 +22,7 @@ pub mod process;
 pub mod registry;
 pub mod runner;
 pub mod spatial;
+pub mod standalone;
 
 use std::collections::BTreeMap;
 
@@ -313,7 +314,7 @@ pub fn build(name: &str, options: &EnvOptions) -> Result<Box<dyn Environment>, E
     match descriptor.build {
         Some(build) => build(options),
         None => Err(EnvError::InvalidOption(format!(
-            "{name} runs inside `lachesis serve --env {name}` (it needs the server's ledger)"
+            "{name} needs the platform's ledger: run it inside `lachesis serve --env {name}`, or give `lachesis env` the platform's --database-url"
         ))),
     }
 }

@@ -20,7 +20,8 @@ pub enum ServerNeeds {
     SceneStream,
     /// The live feed its showcase publishes episodes on (`/tools` in the browser).
     LiveFeed,
-    /// The ledger, to pay its judges: it runs only inside `lachesis serve`.
+    /// The ledger, to pay its judges: it runs inside `lachesis serve`, or from `lachesis env`
+    /// given the platform's database (`envs::standalone`).
     Ledger,
 }
 

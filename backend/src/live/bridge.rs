@@ -32,6 +32,29 @@ use tokio::task::JoinHandle;
 
 use super::Hub;
 
+/// An environment's live feed on one topic, published through the bridge, so viewers on every
+/// instance of the database's servers see the events.
+pub struct BridgeFeed {
+    db: PgPool,
+    topic: Topic,
+}
+
+impl BridgeFeed {
+    pub fn new(db: PgPool, topic: Topic) -> Self {
+        Self { db, topic }
+    }
+}
+
+impl crate::envs::in_process::LiveFeed for BridgeFeed {
+    fn publish(&self, event: LiveEvent) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if let Err(e) = publish(&self.db, &self.topic, &event).await {
+                tracing::debug!(error = %e, topic = ?self.topic, "live event not published");
+            }
+        })
+    }
+}
+
 /// The notification channel every instance listens on.
 pub const CHANNEL: &str = "lachesis_live";
 
