@@ -75,3 +75,38 @@ pub struct ToolError {
     /// For people.
     pub message: String,
 }
+
+/// The most evaluation samples kept and returned (the first ones, in the evaluation set's order).
+pub const MAX_EVALUATION_SAMPLES: usize = 16;
+
+/// Where an evaluation stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvaluationStatus {
+    /// Started and not finished.
+    Running,
+    /// Finished: the metrics and samples are in.
+    Done,
+    /// Stopped by an error, by its time limit, or by the end of the process running it.
+    Failed,
+}
+
+/// `start_evaluation` and `evaluation`: one run of an environment's evaluation set against the
+/// server's embedded model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvaluationView {
+    /// What `evaluation` takes to look it up.
+    pub id: i64,
+    /// The environment evaluated.
+    pub environment: String,
+    /// Where it stands.
+    pub status: EvaluationStatus,
+    /// The environment's evaluation metrics (as `metrics.json`'s `results`), once done.
+    pub metrics: std::collections::BTreeMap<String, f64>,
+    /// The first [`MAX_EVALUATION_SAMPLES`] samples, once done.
+    pub samples: Vec<serde_json::Value>,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Seconds since it started, or that it ran.
+    pub seconds: f64,
+}

@@ -331,3 +331,89 @@ async fn passes_the_mcp_conformance_suite() {
         );
     }
 }
+
+/// `start_evaluation` runs an environment's evaluation set on the server's model and `evaluation`
+/// reads it back: the metrics are the environment's own (arithmetic's percent correct, between 0
+/// and 1, over the asked number of samples). Only an inference-scope token may start one, one at a
+/// time; another team cannot read it; environments that pay judges are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evaluations_start_run_and_are_read_by_their_team_only() {
+    use lachesis_shared::mcp::{EvaluationStatus, EvaluationView};
+    let mut config = config_for(&fresh_database().await);
+    config.auth = true;
+    config.model = Some(lachesis_tests::model_path());
+    let app = TestApp::spawn_with(config).await;
+    let alice = sign_up(&app, "/api/auth/setup", "alice", "team-a").await;
+    let bob = sign_up(&app, "/api/auth/register", "bob", "team-b").await;
+    let runner = app
+        .new_token(&alice, "team-a", json!({"name": "e", "inference": true}))
+        .await;
+    let plain = app.new_token(&alice, "team-a", json!({"name": "p"})).await;
+    let reader = app
+        .new_token(
+            &alice,
+            "team-a",
+            json!({"name": "r", "read_only": true, "inference": true}),
+        )
+        .await;
+    let outsider = app
+        .new_token(&bob, "team-b", json!({"name": "b", "inference": true}))
+        .await;
+
+    let ask = json!({"environment": "arithmetic", "eval_size": 3});
+    for token in [&plain, &reader] {
+        let client = connect(&app, token).await;
+        let refused = refusal(call(&client, "start_evaluation", ask.clone()).await);
+        assert_eq!(refused.error, "forbidden", "{}", refused.message);
+    }
+    let client = connect(&app, &runner).await;
+    for (bad, why) in [
+        (json!({"environment": "pay_to_play"}), "pays its judges"),
+        (json!({"environment": "nope"}), "no environment"),
+        (
+            json!({"environment": "arithmetic", "eval_size": 65}),
+            "eval_size",
+        ),
+    ] {
+        let refused = refusal(call(&client, "start_evaluation", bad).await);
+        assert_eq!(refused.error, "invalid");
+        assert!(refused.message.contains(why), "{}", refused.message);
+    }
+    let started: EvaluationView = answer(call(&client, "start_evaluation", ask.clone()).await);
+    assert_eq!(started.status, EvaluationStatus::Running);
+    let again = refusal(call(&client, "start_evaluation", ask.clone()).await);
+    assert!(
+        ["conflict", "busy"].contains(&again.error.as_str()),
+        "{again:?}"
+    );
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    let done = loop {
+        let view: EvaluationView =
+            answer(call(&client, "evaluation", json!({"id": started.id})).await);
+        if view.status != EvaluationStatus::Running {
+            break view;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running: {view:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert_eq!(done.status, EvaluationStatus::Done, "{done:?}");
+    let correct = done.metrics["eval/percent_correct"];
+    assert!((0.0..=1.0).contains(&correct), "{:?}", done.metrics);
+    assert_eq!(done.samples.len(), 3);
+
+    // The team's other tokens read it; another team's cannot tell it exists.
+    let teammate = connect(&app, &plain).await;
+    let seen: EvaluationView =
+        answer(call(&teammate, "evaluation", json!({"id": started.id})).await);
+    assert_eq!(seen, done);
+    let other = connect(&app, &outsider).await;
+    let hidden = refusal(call(&other, "evaluation", json!({"id": started.id})).await);
+    assert_eq!(hidden.error, "not_found");
+    // Finished, it no longer blocks its caller.
+    let next: EvaluationView = answer(call(&client, "start_evaluation", ask).await);
+    assert!(next.id > started.id);
+}

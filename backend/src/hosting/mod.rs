@@ -55,6 +55,13 @@ pub struct HostingArgs {
     /// Seconds a request may take before it is answered 408 (WebSockets and exports excepted).
     #[arg(long, env = "LACHESIS_REQUEST_TIMEOUT_S")]
     pub request_timeout_s: Option<u64>,
+    /// Evaluations (MCP's `start_evaluation`) running at once on this instance; one caller has at
+    /// most one running.
+    #[arg(long, env = "LACHESIS_EVALUATIONS_AT_ONCE")]
+    pub evaluations_at_once: Option<usize>,
+    /// Seconds an evaluation may run before it is stopped and marked failed.
+    #[arg(long, env = "LACHESIS_EVALUATION_TIMEOUT_S")]
+    pub evaluation_timeout_s: Option<u64>,
 }
 
 /// The resolved settings.
@@ -70,6 +77,8 @@ pub struct Hosting {
     pub chess_searches: usize,
     pub trainer_idle: Duration,
     pub request_timeout: Duration,
+    pub evaluations_at_once: usize,
+    pub evaluation_timeout: Duration,
 }
 
 impl Default for Hosting {
@@ -86,6 +95,9 @@ impl Default for Hosting {
             chess_searches: crate::chess::DEFAULT_SEARCHES,
             trainer_idle: crate::envs::runner::DEFAULT_DETACH_AFTER,
             request_timeout: Duration::from_secs(300),
+            // One evaluation keeps the embedded model busy; two would halve everyone's speed.
+            evaluations_at_once: 1,
+            evaluation_timeout: Duration::from_secs(600),
         }
     }
 }
@@ -160,6 +172,16 @@ impl Hosting {
                 args.request_timeout_s.map(|v| v as i64),
                 d.request_timeout.as_secs() as i64,
             )? as u64),
+            evaluations_at_once: positive(
+                "--evaluations-at-once",
+                args.evaluations_at_once.map(|v| v as i64),
+                d.evaluations_at_once as i64,
+            )? as usize,
+            evaluation_timeout: Duration::from_secs(positive(
+                "--evaluation-timeout-s",
+                args.evaluation_timeout_s.map(|v| v as i64),
+                d.evaluation_timeout.as_secs() as i64,
+            )? as u64),
         })
     }
 }
@@ -225,5 +247,32 @@ mod tests {
             ..HostingArgs::default()
         };
         assert!(Hosting::resolve(&bad_key).is_err());
+    }
+
+    #[test]
+    fn evaluations_are_bounded_by_default_and_by_flag() {
+        let d = Hosting::resolve(&HostingArgs::default()).unwrap();
+        assert_eq!(d.evaluations_at_once, 1);
+        assert_eq!(d.evaluation_timeout, Duration::from_secs(600));
+        let given = HostingArgs {
+            evaluations_at_once: Some(3),
+            evaluation_timeout_s: Some(20),
+            ..HostingArgs::default()
+        };
+        let h = Hosting::resolve(&given).unwrap();
+        assert_eq!(h.evaluations_at_once, 3);
+        assert_eq!(h.evaluation_timeout, Duration::from_secs(20));
+        for none in [
+            HostingArgs {
+                evaluations_at_once: Some(0),
+                ..HostingArgs::default()
+            },
+            HostingArgs {
+                evaluation_timeout_s: Some(0),
+                ..HostingArgs::default()
+            },
+        ] {
+            assert!(Hosting::resolve(&none).is_err());
+        }
     }
 }

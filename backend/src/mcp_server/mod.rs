@@ -1,7 +1,9 @@
 //! Lachesis as an MCP server at `/mcp` (streamable HTTP, through the official SDK `rmcp`): tools
-//! that list the environments and the runs a caller may read, and read a run's metrics and recent
-//! groups. Everything it offers only reads, so the scope guard lets read-only tokens through and
-//! each tool checks the caller's reach the way the dashboards' routes do.
+//! that list the environments and the runs a caller may read, read a run's metrics and recent
+//! groups and an arena's leaderboard, and start and read evaluations. All but `start_evaluation`
+//! only read, so the scope guard lets read-only tokens through; each tool checks the caller's
+//! reach the way the dashboards' routes do, and `start_evaluation` refuses read-only, run-scoped
+//! and inference-less tokens itself (`crate::evaluations`).
 //!
 //! Who may call it: an API token (any scope: each one reads its own team's runs, or its one run)
 //! or the admin token, sent as `Authorization: Bearer`. A browser session alone is refused, like

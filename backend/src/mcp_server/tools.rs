@@ -72,6 +72,28 @@ pub struct LeaderboardArgs {
     pub style_control: bool,
 }
 
+/// `start_evaluation`'s arguments.
+#[derive(Debug, Deserialize, Serialize, rmcp::schemars::JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct StartEvaluationArgs {
+    /// The environment, as `list_environments` names it.
+    pub environment: String,
+    /// How many items of its evaluation set: 1 to 64 (the environment's own size when absent,
+    /// for those that take one).
+    #[serde(default)]
+    pub eval_size: Option<usize>,
+}
+
+/// `evaluation`'s arguments.
+#[derive(Debug, Deserialize, Serialize, rmcp::schemars::JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct EvaluationArgs {
+    /// The id `start_evaluation` answered.
+    pub id: i64,
+}
+
 impl LachesisMcp {
     pub fn new(state: AppState) -> Self {
         Self {
@@ -174,6 +196,40 @@ impl LachesisMcp {
         let board = crate::arena::routes::board_of(&self.state, arena, args.style_control).await;
         answer(board.map(|fitted| fitted.view.clone()))
     }
+
+    #[tool(
+        description = "Starts one run of an environment's evaluation set against the server's                        model and answers its id at once; read the outcome with `evaluation`.                        Needs a token with the inference scope; one running per caller.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn start_evaluation(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(args): Parameters<StartEvaluationArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let viewer = caller(&parts)?;
+        answer(
+            crate::evaluations::start(&self.state, &viewer, &args.environment, args.eval_size)
+                .await,
+        )
+    }
+
+    #[tool(
+        description = "An evaluation `start_evaluation` began (yours or your team's): running,                        done with the environment's metrics and its first samples, or failed                        with the reason.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn evaluation(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(args): Parameters<EvaluationArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let viewer = caller(&parts)?;
+        answer(crate::evaluations::get(&self.state, &viewer, args.id).await)
+    }
 }
 
 impl LachesisMcp {
@@ -234,7 +290,9 @@ impl ServerHandler for LachesisMcp {
             .with_instructions(
                 "Lachesis hosts RL environments for language models. Read-only tools: \
                  list_environments, list_runs, then run_metrics and recent_groups for a run \
-                 list_runs named; arena_leaderboard for an arena's ratings.",
+                 list_runs named; arena_leaderboard for an arena's ratings. start_evaluation \
+                 runs an environment's evaluation set on the server's model (a token with the \
+                 inference scope), and evaluation reads its outcome.",
             )
     }
 }
@@ -272,6 +330,8 @@ fn answer<T: Serialize>(outcome: Result<T, AppError>) -> Result<CallToolResult, 
         AppError::NotFound(_) => "not_found",
         AppError::Invalid(_) => "invalid",
         AppError::Forbidden(_) | AppError::NotSignedIn => "forbidden",
+        AppError::Conflict(_) => "conflict",
+        AppError::Busy { .. } => "busy",
         AppError::Database(e) if crate::db::is_unavailable(e) => "unavailable",
         AppError::Database(e) => {
             tracing::error!(error = %e, "MCP tool: database error");
@@ -324,18 +384,26 @@ mod tests {
     }
 
     #[test]
-    fn every_tool_is_listed_read_only() {
+    fn every_tool_but_start_evaluation_is_listed_read_only() {
         let tools = LachesisMcp::tool_router().list_all();
-        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        names.sort_unstable();
         assert_eq!(
-            names.len(),
-            5,
-            "list_environments, list_runs, run_metrics, recent_groups, arena_leaderboard: \
-             {names:?}"
+            names,
+            [
+                "arena_leaderboard",
+                "evaluation",
+                "list_environments",
+                "list_runs",
+                "recent_groups",
+                "run_metrics",
+                "start_evaluation"
+            ]
         );
         for tool in &tools {
             let hints = tool.annotations.as_ref().expect("annotated");
-            assert_eq!(hints.read_only_hint, Some(true), "{}", tool.name);
+            let reads = tool.name != "start_evaluation";
+            assert_eq!(hints.read_only_hint, Some(reads), "{}", tool.name);
         }
     }
 }
