@@ -14,10 +14,17 @@ endif
 LACHESIS_PG_PORT ?= 54329
 export LACHESIS_PG_PORT
 
-.PHONY: run test drills sqlx-prepare bench bench-generate bench-fanout bench-mcp bench-arena bench-physics bench-viewer bench-ledger bench-pay-to-play bench-abuse tools frontend pg-start pg-stop
+LEARN_ARGS ?=
+
+.PHONY: run learn test drills sqlx-prepare bench bench-generate bench-fanout bench-mcp bench-arena bench-physics bench-viewer bench-ledger bench-pay-to-play bench-abuse tools frontend pg-start pg-stop
 
 run:
 	exec scripts/run.sh
+
+# GRPO on the running platform's own model (start `make run` first); LEARN_ARGS go to
+# `lachesis train run`.
+learn:
+	scripts/learn.sh $(LEARN_ARGS)
 
 test:
 	scripts/test.sh $(TEST_ARGS)

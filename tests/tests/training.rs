@@ -145,3 +145,78 @@ fn the_training_model_reads_smollm2_from_gguf_as_the_engine_does() {
         "logits differ by {diff} (scale {scale})"
     );
 }
+
+/// The loop across processes: the server hosts `arithmetic`, answered by its embedded SmolLM2; a
+/// `lachesis train run` process trains a LoRA on the server's batches and, after each step, has
+/// the server replace its weights (`--sync reload`). The server then serves the trainer's weight
+/// version, the dashboard charts it, and groups produced after a sync carry the new version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trainer_process_moves_the_running_platform_to_its_weights() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    let mut config = lachesis_tests::config_for(&lachesis_tests::fresh_database().await);
+    config.model = Some(lachesis_tests::model_path());
+    config.envs = vec![
+        r#"arithmetic:{"group_size": 4, "max_tokens": 24, "seed": 5}"#
+            .parse()
+            .unwrap(),
+    ];
+    let app = TestApp::spawn_with(config).await;
+    let scratch = std::env::temp_dir().join(format!("lachesis-loop-{}", std::process::id()));
+    let output = tokio::process::Command::new(lachesis_tests::lachesis_bin())
+        .args(["train", "run", "--api", &app.base, "--sync", "reload"])
+        .arg("--model")
+        .arg(lachesis_tests::model_path())
+        .args(["--lora-rank", "8", "--lr", "1e-4", "--steps", "2"])
+        .args([
+            "--batch-size",
+            "4",
+            "--micro-batch",
+            "4",
+            "--max-token-len",
+            "512",
+        ])
+        .arg("--checkpoint-dir")
+        .arg(&scratch)
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("the trainer runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the trainer failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&scratch);
+
+    // The platform's model is the trainer's second sync.
+    let models = app.get("/v1/models").await;
+    assert_eq!(models["data"][0]["weight_version"], 2, "{models}");
+    let metrics = app.get("/api/runs/default/metrics").await;
+    let trainer = metrics["trainer"].as_array().expect("trainer points");
+    assert_eq!(trainer.len(), 2, "{stdout}");
+    assert_eq!(trainer[1]["values"]["weight_version"], 2.0);
+
+    // The hosted environment keeps going on the new weights: its groups say so.
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let metrics = app.get("/api/runs/default/metrics").await;
+        let newest = metrics["groups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|g| g["weight_version"].as_i64())
+            .max();
+        if newest.is_some_and(|v| v >= 1) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no group from the new weights: {newest:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

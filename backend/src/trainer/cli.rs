@@ -123,9 +123,10 @@ pub struct RunArgs {
     #[arg(long = "env")]
     pub envs: Vec<EnvSpec>,
     /// The inference server's root URL (`--sync vllm-lora` and `reload`; a Lachesis server
-    /// answers both), or where the restarted server listens.
-    #[arg(long, default_value = "http://127.0.0.1:9001")]
-    pub vllm_url: String,
+    /// answers both), or where the restarted server listens [default: the trajectory API's URL
+    /// for `reload`, http://127.0.0.1:9001 otherwise].
+    #[arg(long)]
+    pub vllm_url: Option<String>,
     /// The command that serves a model folder, the folder appended (`--sync vllm-restart`).
     #[arg(long, default_value = "vllm serve")]
     pub vllm_command: String,
@@ -244,6 +245,14 @@ async fn train(args: RunArgs) -> anyhow::Result<()> {
         println!("resumed at step {} from {}", state.step, dir.display());
     }
     let (api, _server) = api_base(&args.api).await?;
+    // `reload` asks the platform the trainer posts to unless told otherwise: the one-command loop.
+    let inference_url = args
+        .vllm_url
+        .clone()
+        .unwrap_or_else(|| match args.sync.as_str() {
+            "reload" => api.clone(),
+            _ => "http://127.0.0.1:9001".into(),
+        });
     let mut engine = None;
     let sync = match args.sync.as_str() {
         "none" => WeightSync::None { version: 0 },
@@ -270,17 +279,21 @@ async fn train(args: RunArgs) -> anyhow::Result<()> {
                 .split_whitespace()
                 .map(String::from)
                 .collect(),
-            format!("{}/health", args.vllm_url.trim_end_matches('/')),
+            format!("{}/health", inference_url.trim_end_matches('/')),
             Duration::from_secs(args.vllm_startup_seconds),
         ))),
         "vllm-lora" => WeightSync::VllmLora(VllmLora::new(
-            &args.vllm_url,
+            &inference_url,
             &args.lora_name,
             std::env::var("VLLM_API_KEY").ok(),
         )),
+        // Loading weights is the admin's: against the platform itself, its admin token is the
+        // one the trainer already holds.
         "reload" => WeightSync::Reload(RemoteReload::new(
-            &args.vllm_url,
-            std::env::var("VLLM_API_KEY").ok(),
+            &inference_url,
+            std::env::var("VLLM_API_KEY")
+                .or_else(|_| std::env::var("LACHESIS_API_TOKEN"))
+                .ok(),
         )),
         other => {
             bail!("unknown --sync {other:?}: embedded, vllm-restart, vllm-lora, reload or none")
