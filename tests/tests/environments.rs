@@ -74,6 +74,15 @@ async fn run_env(args: &[String]) {
     );
 }
 
+/// The groups `lachesis env process` wrote, one `ScoredDataGroup` a line.
+fn read_groups(path: &std::path::Path) -> Vec<ScoredData> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each line is a ScoredDataGroup"))
+        .collect()
+}
+
 /// Atropos's training layout: prompt positions masked with -100 and logprob 1.0, answer positions
 /// carrying their token id and a real logprob.
 fn assert_training_layout(group: &ScoredData) {
@@ -118,11 +127,7 @@ async fn process_writes_atropos_groups_and_a_viewer() {
     args.push(out.display().to_string());
     run_env(&args).await;
 
-    let text = std::fs::read_to_string(&out).unwrap();
-    let groups: Vec<ScoredData> = text
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("each line is a ScoredDataGroup"))
-        .collect();
+    let groups = read_groups(&out);
     assert_eq!(groups.len(), 2);
     for group in &groups {
         assert_training_layout(group);
@@ -358,11 +363,7 @@ async fn pay_to_play_runs_from_the_cli_with_a_remote_policy_paying_through_the_d
     args.extend(["--out".into(), out.display().to_string()]);
     run_env(&args).await;
 
-    let text = std::fs::read_to_string(&out).unwrap();
-    let groups: Vec<ScoredData> = text
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("each line is a ScoredDataGroup"))
-        .collect();
+    let groups = read_groups(&out);
     assert_eq!(groups.len(), 2);
     for group in &groups {
         assert_training_layout(group);

@@ -21,11 +21,9 @@ use crate::envs::in_process::{EnvSpec, LiveFeed, LiveScene, ServerParts, Showcas
 use crate::envs::pay_to_play::Marketplace;
 use crate::envs::registry;
 use crate::envs::runner::{self, RunnerConfig};
-use crate::envs::spatial::SceneSink;
 use crate::live::bridge::BridgeFeed;
 use crate::marketplace::judges::Judges;
 use crate::policy::{EmbeddedPolicy, Policy};
-use crate::spatial::{LIVE_SCENE, SceneStreamer};
 
 /// What this server lends the environments it hosts.
 struct Parts<'a> {
@@ -40,18 +38,7 @@ impl ServerParts for Parts<'_> {
     }
 
     fn live_scene(&self) -> LiveScene {
-        let (streamer, _player) = SceneStreamer::spawn(
-            self.state.db.clone(),
-            LIVE_SCENE.to_string(),
-            self.shutdown.clone(),
-        );
-        let sink: Arc<dyn SceneSink> = streamer;
-        LiveScene {
-            sink,
-            topic: Topic::Scene {
-                scene: LIVE_SCENE.to_string(),
-            },
-        }
+        crate::spatial::live_scene(self.state.db.clone(), self.shutdown.clone())
     }
 
     fn marketplace(&self) -> Marketplace {

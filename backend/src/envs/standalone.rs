@@ -13,13 +13,11 @@ use tokio::sync::watch;
 
 use super::in_process::{LiveFeed, LiveScene, ServerParts};
 use super::pay_to_play::Marketplace;
-use super::spatial::SceneSink;
 use crate::ledger::Ledger;
 use crate::live::bridge::BridgeFeed;
 use crate::marketplace::judges::Judges;
 use crate::policy::Policy;
 use crate::settlement::Settler;
-use crate::spatial::{LIVE_SCENE, SceneStreamer};
 
 /// A database's ledger, marketplace and live bridge, with the policy that answers model cards.
 pub struct DatabaseParts {
@@ -54,15 +52,7 @@ impl DatabaseParts {
 
 impl ServerParts for DatabaseParts {
     fn live_scene(&self) -> LiveScene {
-        let (streamer, _player) =
-            SceneStreamer::spawn(self.db.clone(), LIVE_SCENE.into(), self.shutdown.clone());
-        let sink: Arc<dyn SceneSink> = streamer;
-        LiveScene {
-            sink,
-            topic: Topic::Scene {
-                scene: LIVE_SCENE.into(),
-            },
-        }
+        crate::spatial::live_scene(self.db.clone(), self.shutdown.clone())
     }
 
     fn marketplace(&self) -> Marketplace {

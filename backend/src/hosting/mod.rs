@@ -110,6 +110,10 @@ impl Hosting {
             Some(v) => Ok(v),
             None => Ok(default),
         };
+        let seconds = |name: &str, value: Option<u64>, default: Duration| {
+            let secs = positive(name, value.map(|v| v as i64), default.as_secs() as i64)?;
+            Ok::<_, anyhow::Error>(Duration::from_secs(secs as u64))
+        };
         let secrets_key = match args.secrets_key.as_deref().filter(|k| !k.is_empty()) {
             Some(hex) => Some(
                 hex.parse::<SecretsKey>()
@@ -138,11 +142,7 @@ impl Hosting {
                 ..d.probation
             },
             judge: OutboundLimits {
-                timeout: Duration::from_secs(positive(
-                    "--judge-timeout-s",
-                    args.judge_timeout_s.map(|v| v as i64),
-                    d.judge.timeout.as_secs() as i64,
-                )? as u64),
+                timeout: seconds("--judge-timeout-s", args.judge_timeout_s, d.judge.timeout)?,
                 max_response_bytes: positive(
                     "--judge-max-response-kib",
                     args.judge_max_response_kib.map(|v| v as i64),
@@ -162,26 +162,22 @@ impl Hosting {
                 args.chess_searches.map(|v| v as i64),
                 d.chess_searches as i64,
             )? as usize,
-            trainer_idle: Duration::from_secs(positive(
-                "--trainer-idle-s",
-                args.trainer_idle_s.map(|v| v as i64),
-                d.trainer_idle.as_secs() as i64,
-            )? as u64),
-            request_timeout: Duration::from_secs(positive(
+            trainer_idle: seconds("--trainer-idle-s", args.trainer_idle_s, d.trainer_idle)?,
+            request_timeout: seconds(
                 "--request-timeout-s",
-                args.request_timeout_s.map(|v| v as i64),
-                d.request_timeout.as_secs() as i64,
-            )? as u64),
+                args.request_timeout_s,
+                d.request_timeout,
+            )?,
             evaluations_at_once: positive(
                 "--evaluations-at-once",
                 args.evaluations_at_once.map(|v| v as i64),
                 d.evaluations_at_once as i64,
             )? as usize,
-            evaluation_timeout: Duration::from_secs(positive(
+            evaluation_timeout: seconds(
                 "--evaluation-timeout-s",
-                args.evaluation_timeout_s.map(|v| v as i64),
-                d.evaluation_timeout.as_secs() as i64,
-            )? as u64),
+                args.evaluation_timeout_s,
+                d.evaluation_timeout,
+            )?,
         })
     }
 }

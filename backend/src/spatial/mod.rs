@@ -26,7 +26,7 @@ use crate::auth::Viewer;
 use crate::auth::Writer;
 use crate::envs::spatial::{STEPS_PER_FRAME, generate::generate, parse::check_actions, physics};
 
-pub use stream::SceneStreamer;
+pub use stream::{SceneStreamer, live_scene};
 
 /// The scene the in-process environment shows its attempts on.
 pub const LIVE_SCENE: &str = "live";

@@ -34,6 +34,22 @@ pub struct SceneStreamer {
     queue: mpsc::Sender<Episode>,
 }
 
+/// The platform's live scene (`/spatial`) lent to an environment: episodes streamed through
+/// `db`'s live bridge, so the viewers of every server on that database watch them.
+pub fn live_scene(
+    db: PgPool,
+    shutdown: watch::Receiver<bool>,
+) -> crate::envs::in_process::LiveScene {
+    let (streamer, _player) = SceneStreamer::spawn(db, super::LIVE_SCENE.to_string(), shutdown);
+    let sink: Arc<dyn SceneSink> = streamer;
+    crate::envs::in_process::LiveScene {
+        sink,
+        topic: Topic::Scene {
+            scene: super::LIVE_SCENE.to_string(),
+        },
+    }
+}
+
 impl SceneSink for SceneStreamer {
     fn episode(&self, episode: Episode) {
         if self.queue.try_send(episode).is_err() {

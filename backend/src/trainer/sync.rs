@@ -209,6 +209,14 @@ impl VllmRestart {
     }
 }
 
+/// `request` with the server's API key as a bearer token, when there is one.
+fn with_key(request: reqwest::RequestBuilder, key: &Option<String>) -> reqwest::RequestBuilder {
+    match key {
+        Some(key) => request.bearer_auth(key),
+        None => request,
+    }
+}
+
 /// vLLM's runtime LoRA loading.
 pub struct VllmLora {
     /// The server root, without `/v1`.
@@ -231,14 +239,11 @@ impl VllmLora {
     }
 
     async fn post(&self, path: &str, body: serde_json::Value) -> Result<(u16, String), SyncError> {
-        let mut request = self
+        let request = self
             .http
             .post(format!("{}{path}", self.base_url))
             .json(&body);
-        if let Some(key) = &self.api_key {
-            request = request.bearer_auth(key);
-        }
-        let response = request
+        let response = with_key(request, &self.api_key)
             .timeout(Duration::from_secs(120))
             .send()
             .await
@@ -284,11 +289,8 @@ impl VllmLora {
     }
 
     async fn served_version(&self) -> Option<i64> {
-        let mut request = self.http.get(format!("{}/v1/models", self.base_url));
-        if let Some(key) = &self.api_key {
-            request = request.bearer_auth(key);
-        }
-        let models: serde_json::Value = request
+        let request = self.http.get(format!("{}/v1/models", self.base_url));
+        let models: serde_json::Value = with_key(request, &self.api_key)
             .timeout(Duration::from_secs(30))
             .send()
             .await
@@ -327,14 +329,11 @@ impl RemoteReload {
     pub async fn load(&mut self, model_dir: &Path) -> Result<i64, SyncError> {
         let path: PathBuf =
             std::fs::canonicalize(model_dir).unwrap_or_else(|_| model_dir.to_owned());
-        let mut request = self
+        let request = self
             .http
             .post(format!("{}/update_weights_from_disk", self.base_url))
             .json(&json!({"model_path": path}));
-        if let Some(key) = &self.api_key {
-            request = request.bearer_auth(key);
-        }
-        let response = request
+        let response = with_key(request, &self.api_key)
             .timeout(Duration::from_secs(600))
             .send()
             .await
