@@ -22,7 +22,7 @@ use lachesis_shared::feedback::{
 };
 use serde::Deserialize;
 
-use self::store::{FeedbackStoreError, Judged, JudgementRow, QueueScope, StoredQueue};
+use self::store::{ExportRow, FeedbackStoreError, Judged, JudgementRow, QueueScope, StoredQueue};
 use crate::app::error::Body;
 use crate::app::{AppError, AppState};
 use crate::auth::store::role_in_team;
@@ -32,6 +32,8 @@ use crate::auth::{Viewer, Writer};
 const MAX_TEXT_CHARS: usize = 20_000;
 /// Items added in one request.
 const MAX_ITEMS_PER_REQUEST: usize = 500;
+/// Judgements per page of an export (each carries its item's texts: at most some 340 KB).
+const EXPORT_PAGE: i64 = 50;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -239,7 +241,15 @@ async fn add_items(
         check_item(queue.view.kind, item)
             .map_err(|why| AppError::Invalid(format!("item {k}: {why}")))?;
     }
-    let added = store::insert_items(&state.db, queue.view.id, &body.items).await?;
+    let cap = state.hosting.feedback_queue_items;
+    let added = store::insert_items(&state.db, queue.view.id, &body.items, cap)
+        .await?
+        .ok_or_else(|| {
+            AppError::Conflict(format!(
+                "a queue holds at most {cap} items on this server (--feedback-queue-items); \
+                 open another queue"
+            ))
+        })?;
     Ok(Json(serde_json::json!({ "added": added })))
 }
 
@@ -419,13 +429,33 @@ fn kappas(by_item: &BTreeMap<i64, Vec<&JudgementRow>>) -> Vec<PairKappa> {
         .collect()
 }
 
-fn jsonl(lines: Vec<serde_json::Value>, name: &str) -> Response {
-    let mut body = Vec::new();
-    for line in lines {
-        body.extend(line.to_string().into_bytes());
-        body.push(b'\n');
-    }
-    let mut response = body.into_response();
+/// A queue's judgements as JSON lines, one `line` per judgement that gives one, streamed a page
+/// at a time: an export never holds more than a page of items' texts.
+fn export(
+    state: &AppState,
+    queue: i64,
+    name: &'static str,
+    line: fn(&ExportRow) -> Option<serde_json::Value>,
+) -> Response {
+    let db = state.db.clone();
+    let lines = futures::stream::try_unfold(0_i64, move |after| {
+        let db = db.clone();
+        async move {
+            let page = store::export_page(&db, queue, after, EXPORT_PAGE)
+                .await
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            let Some(last) = page.last().map(|r| r.id) else {
+                return Ok::<_, std::io::Error>(None);
+            };
+            let mut chunk = Vec::new();
+            for value in page.iter().filter_map(line) {
+                serde_json::to_writer(&mut chunk, &value).map_err(std::io::Error::other)?;
+                chunk.push(b'\n');
+            }
+            Ok(Some((bytes::Bytes::from(chunk), last)))
+        }
+    });
+    let mut response = axum::body::Body::from_stream(lines).into_response();
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
@@ -437,28 +467,38 @@ fn jsonl(lines: Vec<serde_json::Value>, name: &str) -> Response {
     response
 }
 
-/// Preference pairs in the shape TRL's DPO trainer reads (`prompt`, `chosen`, `rejected`): a
+/// A preference pair in the shape TRL's DPO trainer reads (`prompt`, `chosen`, `rejected`): a
 /// comparison gives its pair (ties give none), a ranking its best against its worst.
-pub fn preference_pairs(rows: &[JudgementRow]) -> Vec<serde_json::Value> {
-    rows.iter()
-        .filter_map(|r| {
-            let (chosen, rejected) = match &r.judgement {
-                Judgement::Compare {
-                    choice: PairChoice::A,
-                } => (0, 1),
-                Judgement::Compare {
-                    choice: PairChoice::B,
-                } => (1, 0),
-                Judgement::Rank { order } if order.len() >= 2 => (order[0], order[order.len() - 1]),
-                _ => return None,
-            };
-            Some(serde_json::json!({
-                "prompt": r.prompt,
-                "chosen": r.answers.get(chosen)?,
-                "rejected": r.answers.get(rejected)?,
-            }))
-        })
-        .collect()
+pub fn preference_pair(row: &ExportRow) -> Option<serde_json::Value> {
+    let (chosen, rejected) = match &row.judged.judgement {
+        Judgement::Compare {
+            choice: PairChoice::A,
+        } => (0, 1),
+        Judgement::Compare {
+            choice: PairChoice::B,
+        } => (1, 0),
+        Judgement::Rank { order } if order.len() >= 2 => (order[0], order[order.len() - 1]),
+        _ => return None,
+    };
+    Some(serde_json::json!({
+        "prompt": row.prompt,
+        "chosen": row.answers.get(chosen)?,
+        "rejected": row.answers.get(rejected)?,
+    }))
+}
+
+/// A rating with its answer and who gave it.
+fn rating_line(row: &ExportRow) -> Option<serde_json::Value> {
+    match &row.judged.judgement {
+        Judgement::Rate { score } => Some(serde_json::json!({
+            "item": row.judged.item,
+            "prompt": row.prompt,
+            "answer": row.answers.first()?,
+            "annotator": row.judged.annotator,
+            "score": score,
+        })),
+        _ => None,
+    }
 }
 
 async fn pairs(
@@ -467,8 +507,12 @@ async fn pairs(
     Path(id): Path<String>,
 ) -> Result<Response, AppError> {
     let queue = queue_for(&state, &viewer, &id, Access::Read).await?;
-    let rows = store::judgements(&state.db, queue.view.id).await?;
-    Ok(jsonl(preference_pairs(&rows), "preference-pairs.jsonl"))
+    Ok(export(
+        &state,
+        queue.view.id,
+        "preference-pairs.jsonl",
+        preference_pair,
+    ))
 }
 
 async fn ratings(
@@ -477,19 +521,5 @@ async fn ratings(
     Path(id): Path<String>,
 ) -> Result<Response, AppError> {
     let queue = queue_for(&state, &viewer, &id, Access::Read).await?;
-    let rows = store::judgements(&state.db, queue.view.id).await?;
-    let lines = rows
-        .iter()
-        .filter_map(|r| match &r.judgement {
-            Judgement::Rate { score } => Some(serde_json::json!({
-                "item": r.item,
-                "prompt": r.prompt,
-                "answer": r.answers.first()?,
-                "annotator": r.annotator,
-                "score": score,
-            })),
-            _ => None,
-        })
-        .collect();
-    Ok(jsonl(lines, "ratings.jsonl"))
+    Ok(export(&state, queue.view.id, "ratings.jsonl", rating_line))
 }

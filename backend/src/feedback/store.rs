@@ -104,9 +104,28 @@ pub async fn queues(
         .collect()
 }
 
-/// Adds `items` to queue `queue`, all or none.
-pub async fn insert_items(db: &PgPool, queue: i64, items: &[NewItem]) -> Result<u64, sqlx::Error> {
+/// Adds `items` to queue `queue`, all or none; `None` (nothing added) when the queue would then
+/// hold more than `cap` items. The count is kept on the queue's row, whose lock orders concurrent
+/// additions, so two requests cannot both slip under the cap.
+pub async fn insert_items(
+    db: &PgPool,
+    queue: i64,
+    items: &[NewItem],
+    cap: i64,
+) -> Result<Option<u64>, sqlx::Error> {
     let mut tx = db.begin().await?;
+    let counted: Option<i32> = sqlx::query_scalar(
+        "UPDATE feedback_queues SET items = items + $2 WHERE id = $1 AND items + $2 <= $3 \
+         RETURNING items",
+    )
+    .bind(queue)
+    .bind(items.len() as i32)
+    .bind(cap)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if counted.is_none() {
+        return Ok(None);
+    }
     for item in items {
         sqlx::query!(
             "INSERT INTO feedback_items (queue_id, prompt, answers, source) VALUES ($1, $2, $3, $4)",
@@ -119,7 +138,7 @@ pub async fn insert_items(db: &PgPool, queue: i64, items: &[NewItem]) -> Result<
         .await?;
     }
     tx.commit().await?;
-    Ok(items.len() as u64)
+    Ok(Some(items.len() as u64))
 }
 
 /// The next item of `queue` for `annotator`: one still short of its overlap that they have not
@@ -243,37 +262,84 @@ pub async fn judge(
     Ok(Judged::Stored)
 }
 
-/// One judgement with its item, for agreement and exports.
+/// One judgement: who gave it, on which item, what it said (agreement needs no more).
 #[derive(Debug, Clone)]
 pub struct JudgementRow {
     pub item: i64,
-    pub prompt: String,
-    pub answers: Vec<String>,
     pub annotator: String,
     pub judgement: Judgement,
 }
 
-/// Every judgement of a queue, by item then by when it was given.
+/// A judgement with its item's texts, for the exports.
+#[derive(Debug, Clone)]
+pub struct ExportRow {
+    /// The judgement's own id: exports page by it.
+    pub id: i64,
+    pub prompt: String,
+    pub answers: Vec<String>,
+    pub judged: JudgementRow,
+}
+
+fn judgement_of(value: serde_json::Value) -> Result<Judgement, FeedbackStoreError> {
+    serde_json::from_value(value).map_err(|e| FeedbackStoreError::Unreadable(e.to_string()))
+}
+
+/// Every judgement of a queue without the items' texts, by item then by when it was given: a
+/// queue's judgements are bounded by its item cap times its overlap, each a few bytes here.
 pub async fn judgements(db: &PgPool, queue: i64) -> Result<Vec<JudgementRow>, FeedbackStoreError> {
-    let rows = sqlx::query!(
-        "SELECT i.id, i.prompt, i.answers, u.username, j.judgement
+    let rows: Vec<(i64, String, serde_json::Value)> = sqlx::query_as(
+        "SELECT i.id, u.username, j.judgement
          FROM feedback_judgements j
          JOIN feedback_items i ON i.id = j.item_id
          JOIN users u ON u.id = j.annotator
          WHERE i.queue_id = $1 ORDER BY i.id, j.id",
-        queue
     )
+    .bind(queue)
     .fetch_all(db)
     .await?;
     rows.into_iter()
-        .map(|r| {
+        .map(|(item, annotator, judgement)| {
             Ok(JudgementRow {
-                item: r.id,
-                prompt: r.prompt,
-                answers: r.answers,
-                annotator: r.username,
-                judgement: serde_json::from_value(r.judgement)
-                    .map_err(|e| FeedbackStoreError::Unreadable(e.to_string()))?,
+                item,
+                annotator,
+                judgement: judgement_of(judgement)?,
+            })
+        })
+        .collect()
+}
+
+/// Up to `limit` judgements of a queue after judgement `after`, with their items' texts, in the
+/// order they were given: an export streams these pages, never the whole queue at once.
+pub async fn export_page(
+    db: &PgPool,
+    queue: i64,
+    after: i64,
+    limit: i64,
+) -> Result<Vec<ExportRow>, FeedbackStoreError> {
+    type Row = (i64, i64, String, Vec<String>, String, serde_json::Value);
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT j.id, i.id, i.prompt, i.answers, u.username, j.judgement
+         FROM feedback_judgements j
+         JOIN feedback_items i ON i.id = j.item_id
+         JOIN users u ON u.id = j.annotator
+         WHERE i.queue_id = $1 AND j.id > $2 ORDER BY j.id LIMIT $3",
+    )
+    .bind(queue)
+    .bind(after)
+    .bind(limit)
+    .fetch_all(db)
+    .await?;
+    rows.into_iter()
+        .map(|(id, item, prompt, answers, annotator, judgement)| {
+            Ok(ExportRow {
+                id,
+                prompt,
+                answers,
+                judged: JudgementRow {
+                    item,
+                    annotator,
+                    judgement: judgement_of(judgement)?,
+                },
             })
         })
         .collect()

@@ -62,6 +62,9 @@ pub struct HostingArgs {
     /// Seconds an evaluation may run before it is stopped and marked failed.
     #[arg(long, env = "LACHESIS_EVALUATION_TIMEOUT_S")]
     pub evaluation_timeout_s: Option<u64>,
+    /// Items one feedback queue may hold.
+    #[arg(long, env = "LACHESIS_FEEDBACK_QUEUE_ITEMS")]
+    pub feedback_queue_items: Option<i64>,
 }
 
 /// The resolved settings.
@@ -79,6 +82,7 @@ pub struct Hosting {
     pub request_timeout: Duration,
     pub evaluations_at_once: usize,
     pub evaluation_timeout: Duration,
+    pub feedback_queue_items: i64,
 }
 
 impl Default for Hosting {
@@ -98,6 +102,9 @@ impl Default for Hosting {
             // One evaluation keeps the embedded model busy; two would halve everyone's speed.
             evaluations_at_once: 1,
             evaluation_timeout: Duration::from_secs(600),
+            // Agreement reads a queue's judgements at once: 20k items × 20 overlap is some 400k
+            // small rows.
+            feedback_queue_items: 20_000,
         }
     }
 }
@@ -178,6 +185,11 @@ impl Hosting {
                 args.evaluation_timeout_s,
                 d.evaluation_timeout,
             )?,
+            feedback_queue_items: positive(
+                "--feedback-queue-items",
+                args.feedback_queue_items,
+                d.feedback_queue_items,
+            )?,
         })
     }
 }
@@ -246,18 +258,21 @@ mod tests {
     }
 
     #[test]
-    fn evaluations_are_bounded_by_default_and_by_flag() {
+    fn evaluations_and_feedback_queues_are_bounded_by_default_and_by_flag() {
         let d = Hosting::resolve(&HostingArgs::default()).unwrap();
         assert_eq!(d.evaluations_at_once, 1);
         assert_eq!(d.evaluation_timeout, Duration::from_secs(600));
+        assert_eq!(d.feedback_queue_items, 20_000);
         let given = HostingArgs {
             evaluations_at_once: Some(3),
             evaluation_timeout_s: Some(20),
+            feedback_queue_items: Some(9),
             ..HostingArgs::default()
         };
         let h = Hosting::resolve(&given).unwrap();
         assert_eq!(h.evaluations_at_once, 3);
         assert_eq!(h.evaluation_timeout, Duration::from_secs(20));
+        assert_eq!(h.feedback_queue_items, 9);
         for none in [
             HostingArgs {
                 evaluations_at_once: Some(0),
@@ -265,6 +280,10 @@ mod tests {
             },
             HostingArgs {
                 evaluation_timeout_s: Some(0),
+                ..HostingArgs::default()
+            },
+            HostingArgs {
+                feedback_queue_items: Some(0),
                 ..HostingArgs::default()
             },
         ] {

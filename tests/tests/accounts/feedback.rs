@@ -299,3 +299,100 @@ async fn members_work_through_a_queue_with_overlap_and_their_agreement_is_measur
     assert!(pairs.contains(&json!({"prompt": "2+2?", "chosen": "4", "rejected": "5"})));
     assert!(pairs.contains(&json!({"prompt": "3+3?", "chosen": "6", "rejected": "six"})));
 }
+
+/// A queue holds at most `--feedback-queue-items` items (an addition that would pass it adds
+/// nothing), and an export streams every judgement however many pages they fill.
+#[tokio::test]
+async fn a_queue_is_capped_and_its_exports_page_through_every_judgement() {
+    let mut config = config_for(&fresh_database().await);
+    config.auth = true;
+    config.hosting.feedback_queue_items = 60;
+    let app = TestApp::spawn_with(config).await;
+    let ann = sign_up(&app, "/api/auth/setup", "ann", "labelers").await;
+    let rate = open_queue(
+        &app,
+        &ann,
+        json!({"team": "labelers", "name": "bulk", "kind": "rate",
+            "guidelines": "5: right; 1: wrong.", "overlap": 1}),
+    )
+    .await;
+    let path = format!("/api/feedback/queues/{}/items", rate.id);
+    let add = |from: usize, count: usize| {
+        let items: Vec<Value> = (from..from + count)
+            .map(|k| json!({"prompt": format!("item {k}"), "answers": [format!("answer {k}")]}))
+            .collect();
+        let (app, ann, path) = (&app, &ann, &path);
+        async move {
+            app.call(
+                Caller::Session(ann),
+                Method::POST,
+                path,
+                Some(json!({ "items": items })),
+            )
+            .await
+        }
+    };
+    assert_eq!(add(0, 50).await.0, StatusCode::OK);
+    let (status, body) = add(50, 11).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(
+        body.to_string().contains("--feedback-queue-items"),
+        "{body}"
+    );
+    assert_eq!(add(50, 10).await.0, StatusCode::OK, "exactly up to the cap");
+    let (_, queues) = app
+        .call(
+            Caller::Session(&ann),
+            Method::GET,
+            "/api/feedback/queues",
+            None,
+        )
+        .await;
+    let view: Vec<QueueView> = serde_json::from_value(queues).unwrap();
+    assert_eq!(view[0].items, 60, "the refused addition added nothing");
+    assert_eq!(add(60, 1).await.0, StatusCode::CONFLICT);
+
+    // Every item judged once: 60 judgements, more than one page of the export.
+    let mut judged = 0;
+    while let Some(item) = next(&app, &ann, rate.id).await {
+        let score = 1 + (item.item % 5);
+        assert_eq!(
+            judge(
+                &app,
+                &ann,
+                item.item,
+                json!({"kind": "rate", "score": score})
+            )
+            .await,
+            StatusCode::OK
+        );
+        judged += 1;
+    }
+    assert_eq!(judged, 60);
+    let ratings = app
+        .client
+        .get(app.url(&format!("/api/feedback/queues/{}/ratings.jsonl", rate.id)))
+        .header("cookie", &ann.0)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let lines: Vec<Value> = ratings
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 60);
+    let items: std::collections::BTreeSet<i64> =
+        lines.iter().map(|l| l["item"].as_i64().unwrap()).collect();
+    assert_eq!(
+        items.len(),
+        60,
+        "each judgement once, none lost between pages"
+    );
+    for line in &lines {
+        let item = line["item"].as_i64().unwrap();
+        assert_eq!(line["score"], 1 + (item % 5));
+    }
+}
