@@ -6,6 +6,12 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use lachesis::config::{FileConfig, ServeArgs, ServeConfig};
 
+// Training frees and reallocates hundreds of MB of activations every step; glibc's allocator
+// hands such blocks back to the kernel and faults them in again (a fifth of a LoRA step's time),
+// mimalloc keeps and reuses them: 1.4x (LoRA) to 1.8x (full) training tokens/s.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "lachesis",
