@@ -98,10 +98,12 @@ async fn tools_answer_each_team_with_its_own_runs() {
         names,
         [
             "arena_leaderboard",
+            "evaluation",
             "list_environments",
             "list_runs",
             "recent_groups",
-            "run_metrics"
+            "run_metrics",
+            "start_evaluation"
         ]
     );
     // The arena's leaderboard is public; with no votes yet it is empty, and an unknown arena is
@@ -122,7 +124,7 @@ async fn tools_answer_each_team_with_its_own_runs() {
     assert_eq!(listed, registry);
     assert!(envs.environments.iter().all(|e| !e.description.is_empty()));
 
-    // A read-only token reads through every tool: they change nothing.
+    // A read-only token reads through every reading tool (it cannot start an evaluation).
     let runs: RunList = answer(call(&a, "list_runs", json!({})).await);
     let a_run = runs
         .runs

@@ -46,6 +46,22 @@ async fn judge(app: &TestApp, who: &(String, String), item: i64, judgement: Valu
     .0
 }
 
+/// An export of `queue` (`pairs` or `ratings`), read by `who`, one JSON value a line.
+async fn export(app: &TestApp, who: &(String, String), queue: i64, which: &str) -> Vec<Value> {
+    app.client
+        .get(app.url(&format!("/api/feedback/queues/{queue}/{which}.jsonl")))
+        .header("cookie", &who.0)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 async fn open_queue(app: &TestApp, owner: &(String, String), body: Value) -> QueueView {
     let (status, created) = app
         .call(
@@ -207,20 +223,7 @@ async fn members_work_through_a_queue_with_overlap_and_their_agreement_is_measur
     assert!(report.alpha.is_some(), "{report:?}");
     let judged: usize = report.annotators.iter().map(|a| a.judgements).sum();
     assert_eq!(judged, 6);
-    let ratings = app
-        .client
-        .get(app.url(&format!("/api/feedback/queues/{}/ratings.jsonl", rate.id)))
-        .header("cookie", &ann.0)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let lines: Vec<Value> = ratings
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = export(&app, &ann, rate.id, "ratings").await;
     assert_eq!(lines.len(), 6);
     assert!(
         lines
@@ -281,20 +284,7 @@ async fn members_work_through_a_queue_with_overlap_and_their_agreement_is_measur
     // By hand: values {0,0} and {1,0}: n = 4, D_o = (0 + 2·1/1)/4 = 0.5; counts 0:3, 1:1,
     // D_e = 2·3·1/(4·3) = 0.5; alpha = 1 - 0.5/0.5 = 0.
     assert!(report.alpha.unwrap().abs() < 1e-12, "{report:?}");
-    let pairs = app
-        .client
-        .get(app.url(&format!("/api/feedback/queues/{}/pairs.jsonl", compare.id)))
-        .header("cookie", &ann.0)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let pairs: Vec<Value> = pairs
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let pairs = export(&app, &ann, compare.id, "pairs").await;
     assert_eq!(pairs.len(), 4);
     assert!(pairs.contains(&json!({"prompt": "2+2?", "chosen": "4", "rejected": "5"})));
     assert!(pairs.contains(&json!({"prompt": "3+3?", "chosen": "6", "rejected": "six"})));
@@ -369,20 +359,7 @@ async fn a_queue_is_capped_and_its_exports_page_through_every_judgement() {
         judged += 1;
     }
     assert_eq!(judged, 60);
-    let ratings = app
-        .client
-        .get(app.url(&format!("/api/feedback/queues/{}/ratings.jsonl", rate.id)))
-        .header("cookie", &ann.0)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let lines: Vec<Value> = ratings
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = export(&app, &ann, rate.id, "ratings").await;
     assert_eq!(lines.len(), 60);
     let items: std::collections::BTreeSet<i64> =
         lines.iter().map(|l| l["item"].as_i64().unwrap()).collect();
