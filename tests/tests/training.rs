@@ -200,9 +200,12 @@ async fn a_trainer_process_moves_the_running_platform_to_its_weights() {
     assert_eq!(trainer.len(), 2, "{stdout}");
     assert_eq!(trainer[1]["values"]["weight_version"], 2.0);
 
-    // The hosted environment keeps going on the new weights: its groups say so.
-    let deadline = Instant::now() + Duration::from_secs(180);
+    // The hosted environment keeps going on the new weights: its groups say so. The queue may be
+    // full of groups made before the first sync (the environment pauses while it is), so the test
+    // goes on pulling batches as the trainer would, and the environment makes new groups.
+    let deadline = Instant::now() + Duration::from_secs(300);
     loop {
+        let _ = app.get("/batch").await;
         let metrics = app.get("/api/runs/default/metrics").await;
         let newest = metrics["groups"]
             .as_array()
