@@ -46,6 +46,20 @@ async fn judge(app: &TestApp, who: &(String, String), item: i64, judgement: Valu
     .0
 }
 
+/// The queues `who` sees.
+async fn queues(app: &TestApp, who: &(String, String)) -> Vec<QueueView> {
+    let (status, body) = app
+        .call(
+            Caller::Session(who),
+            Method::GET,
+            "/api/feedback/queues",
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    serde_json::from_value(body).unwrap()
+}
+
 /// An export of `queue` (`pairs` or `ratings`), read by `who`, one JSON value a line.
 async fn export(app: &TestApp, who: &(String, String), queue: i64, which: &str) -> Vec<Value> {
     app.client
@@ -193,15 +207,7 @@ async fn members_work_through_a_queue_with_overlap_and_their_agreement_is_measur
         }
     }
     assert_eq!(given, 6, "{seen:?}");
-    let (_, queues) = app
-        .call(
-            Caller::Session(&ann),
-            Method::GET,
-            "/api/feedback/queues",
-            None,
-        )
-        .await;
-    let view: Vec<QueueView> = serde_json::from_value(queues).unwrap();
+    let view = queues(&app, &ann).await;
     assert_eq!((view[0].judgements, view[0].complete_items), (6, 3));
     // An outsider's judgement finds no item (it is not theirs to see).
     let first = seen[0].1;
@@ -330,15 +336,7 @@ async fn a_queue_is_capped_and_its_exports_page_through_every_judgement() {
         "{body}"
     );
     assert_eq!(add(50, 10).await.0, StatusCode::OK, "exactly up to the cap");
-    let (_, queues) = app
-        .call(
-            Caller::Session(&ann),
-            Method::GET,
-            "/api/feedback/queues",
-            None,
-        )
-        .await;
-    let view: Vec<QueueView> = serde_json::from_value(queues).unwrap();
+    let view = queues(&app, &ann).await;
     assert_eq!(view[0].items, 60, "the refused addition added nothing");
     assert_eq!(add(60, 1).await.0, StatusCode::CONFLICT);
 
