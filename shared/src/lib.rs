@@ -16,6 +16,7 @@ pub mod ledger;
 pub mod live;
 pub mod marketplace;
 pub mod mcp;
+pub mod protein;
 pub mod runs;
 #[cfg(feature = "spatial")]
 pub mod spatial;

@@ -48,6 +48,8 @@ pub enum Topic {
     Marketplace,
     /// The MCP tools environment's episodes, call by call.
     Tools,
+    /// The protein binder design environment's episodes, stage by stage.
+    Protein,
     /// An arena's votes, as they are cast (public, like the arena's pages).
     Arena {
         /// The arena.
@@ -182,6 +184,8 @@ pub enum LiveEvent {
     Market(crate::marketplace::MarketEvent),
     /// A step of a tool-calling episode (stream, on the tools topic).
     ToolEpisode(crate::tools::ToolEpisodeEvent),
+    /// A step of a binder design episode (stream, on the protein topic).
+    ProteinEpisode(Box<crate::protein::ProteinEpisodeEvent>),
     /// A vote was cast (stream, on the arena's topic).
     ArenaVote(crate::arena::ArenaVoteEvent),
     /// A spatial scene changed (state: a snapshot or a delta; a reader that misses one sees a
