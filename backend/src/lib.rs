@@ -22,6 +22,7 @@ pub mod live;
 pub mod marketplace;
 pub mod mcp_server;
 pub mod metrics;
+pub mod nim_serve;
 pub mod policy;
 pub mod settlement;
 pub mod signals;

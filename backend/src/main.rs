@@ -50,6 +50,17 @@ enum Command {
         #[command(subcommand)]
         command: lachesis::envs::mcp_tools::cli::McpCommand,
     },
+    /// Protein binder design: `design` runs the four stages once on a target.
+    Protein {
+        #[command(subcommand)]
+        command: lachesis::envs::protein_binder::cli::ProteinCommand,
+    },
+    /// NVIDIA NIM's protein tools served locally: ProteinMPNN for real, the GPU-only models as
+    /// labelled geometric stand-ins.
+    Nim {
+        #[command(subcommand)]
+        command: NimCommand,
+    },
     /// The arena offline: `fit` rates battles given in Chatbot Arena's public format.
     Arena {
         #[command(subcommand)]
@@ -77,6 +88,12 @@ enum Command {
         #[command(subcommand)]
         which: BenchCommand,
     },
+}
+
+#[derive(Subcommand)]
+enum NimCommand {
+    /// Serve AlphaFold2, RFdiffusion, ProteinMPNN and AlphaFold2-Multimer in NIM's protocol.
+    Serve(lachesis::nim_serve::NimServeArgs),
 }
 
 #[derive(Subcommand)]
@@ -142,6 +159,10 @@ fn main() -> anyhow::Result<()> {
             Command::Env { command } => lachesis::envs::cli::run(command).await,
             Command::Chess { command } => lachesis::chess::cli::run(command),
             Command::Mcp { command } => lachesis::envs::mcp_tools::cli::run(command).await,
+            Command::Protein { command } => lachesis::envs::protein_binder::cli::run(command).await,
+            Command::Nim {
+                command: NimCommand::Serve(args),
+            } => lachesis::nim_serve::serve(args).await,
             Command::Arena { command } => lachesis::arena::cli::run(command),
             Command::Bench {
                 which: BenchCommand::Arena(args),

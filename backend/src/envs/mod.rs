@@ -19,6 +19,7 @@ pub mod mcp_tools;
 pub mod pacing;
 pub mod pay_to_play;
 pub mod process;
+pub mod protein_binder;
 pub mod registry;
 pub mod runner;
 pub mod spatial;

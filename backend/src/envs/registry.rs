@@ -118,6 +118,21 @@ pub const REGISTRY: &[EnvDescriptor] = &[
         }),
     },
     EnvDescriptor {
+        name: super::protein_binder::NAME,
+        description: "Protein binder design over NVIDIA NIM's protocol: the model calls \
+                      AlphaFold2, RFdiffusion, ProteinMPNN and AlphaFold2-Multimer in turn, \
+                      choosing contigs, hotspots and sampling; rewarded by the complex's \
+                      confidence with credit per stage reached.",
+        needs: ServerNeeds::LiveFeed,
+        build: Some(|o| Ok(Box::new(super::protein_binder::ProteinBinderEnv::new(o)?))),
+        // Its showcase's episodes appear stage by stage, structures included, on the protein page.
+        hosted: Some(|o, parts| {
+            let env = super::protein_binder::ProteinBinderEnv::new(o)?
+                .with_feed(parts.live_feed(Topic::Protein));
+            Ok(Hosted::showcased(env, Topic::Protein))
+        }),
+    },
+    EnvDescriptor {
         name: super::spatial::NAME,
         description: "Generated 3D scenes (rapier3d) with placement, distance, orientation and \
                       stacking goals; the model answers with JSON actions, the world runs to \
@@ -162,6 +177,7 @@ mod tests {
                 "chess_player",
                 "mcp_tools",
                 "pay_to_play",
+                "protein_binder",
                 "spatial"
             ]
         );

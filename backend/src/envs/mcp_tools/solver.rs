@@ -45,7 +45,7 @@ impl PlanPolicy {
 
 /// ChatML as bytes: a prompt's tokens for a policy with no tokenizer, laid out so that each
 /// turn's prompt begins with the previous turn's prompt and completion.
-fn chatml_bytes(messages: &[ChatMessage]) -> Vec<u32> {
+pub(crate) fn chatml_bytes(messages: &[ChatMessage]) -> Vec<u32> {
     let rendered: String = messages
         .iter()
         .map(|m| format!("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content))
