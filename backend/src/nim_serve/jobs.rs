@@ -46,7 +46,9 @@ impl Jobs {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Job>> {
-        self.table.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.table
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Starts `work` as a job, or refuses when too many are unfinished.
@@ -98,16 +100,19 @@ impl Jobs {
             }
             Ok(Err(_)) => {
                 self.lock().remove(id);
-                Some((Answer::Ready(Err((
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    Problem {
-                        kind: "about:blank".into(),
-                        title: "Internal Server Error".into(),
-                        status: 500,
-                        detail: "the job stopped without an answer".into(),
-                        request_id: Some(id.to_string()),
-                    },
-                ))), backend))
+                Some((
+                    Answer::Ready(Err((
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        Problem {
+                            kind: "about:blank".into(),
+                            title: "Internal Server Error".into(),
+                            status: 500,
+                            detail: "the job stopped without an answer".into(),
+                            request_id: Some(id.to_string()),
+                        },
+                    ))),
+                    backend,
+                ))
             }
             Err(_) => Some((Answer::Pending(id.to_string()), backend)),
         }

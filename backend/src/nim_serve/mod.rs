@@ -22,7 +22,7 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use self::jobs::{Answer, Jobs, Outcome};
-pub use self::tools::{BACKEND_HEADER, LocalTools};
+pub use self::tools::{BACKEND_HEADER, LocalTools, default_weights};
 use crate::envs::protein_binder::nim::client::NimTool;
 use crate::envs::protein_binder::nim::shapes::{
     POLL_SECONDS_HEADER, Problem, READY_PATH, REQUEST_ID_HEADER, STATUS_HEADER,
@@ -95,7 +95,10 @@ pub fn router(options: NimServeOptions) -> Router {
         .route(NimTool::Proteinmpnn.path(), post(proteinmpnn))
         .route(NimTool::Multimer.path(), post(multimer))
         .route("/v1/status/{id}", get(status))
-        .route(READY_PATH, get(|| async { axum::Json(json!({"status": "ready"})) }))
+        .route(
+            READY_PATH,
+            get(|| async { axum::Json(json!({"status": "ready"})) }),
+        )
         .layer(DefaultBodyLimit::max(options.max_body_bytes))
         .with_state(state)
 }
@@ -165,7 +168,10 @@ fn answer_response(answer: Answer, backend: &'static str) -> Response {
             if let Ok(value) = HeaderValue::from_str(&id) {
                 headers.insert(REQUEST_ID_HEADER, value);
             }
-            headers.insert(STATUS_HEADER, HeaderValue::from_static("pending-evaluation"));
+            headers.insert(
+                STATUS_HEADER,
+                HeaderValue::from_static("pending-evaluation"),
+            );
             (StatusCode::ACCEPTED, headers).into_response()
         }
     }
@@ -201,7 +207,11 @@ where
             return problem_response(
                 problem(
                     StatusCode::UNPROCESSABLE_ENTITY,
-                    format!("the body is not JSON (line {}, column {})", e.line(), e.column()),
+                    format!(
+                        "the body is not JSON (line {}, column {})",
+                        e.line(),
+                        e.column()
+                    ),
                 ),
                 HeaderMap::new(),
             );
@@ -252,24 +262,67 @@ async fn status(
     match state.jobs.wait(&id, hold(&state, &headers)).await {
         Some((answer, backend)) => answer_response(answer, backend),
         None => problem_response(
-            problem(StatusCode::NOT_FOUND, "no such request (finished answers are fetched once)"),
+            problem(
+                StatusCode::NOT_FOUND,
+                "no such request (finished answers are fetched once)",
+            ),
             HeaderMap::new(),
         ),
     }
 }
 
-async fn alphafold2(State(state): State<Arc<NimState>>, headers: HeaderMap, body: Bytes) -> Response {
-    submit(state, NimTool::Alphafold2, headers, body, LocalTools::alphafold2).await
+async fn alphafold2(
+    State(state): State<Arc<NimState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    submit(
+        state,
+        NimTool::Alphafold2,
+        headers,
+        body,
+        LocalTools::alphafold2,
+    )
+    .await
 }
 
-async fn rfdiffusion(State(state): State<Arc<NimState>>, headers: HeaderMap, body: Bytes) -> Response {
-    submit(state, NimTool::Rfdiffusion, headers, body, LocalTools::rfdiffusion).await
+async fn rfdiffusion(
+    State(state): State<Arc<NimState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    submit(
+        state,
+        NimTool::Rfdiffusion,
+        headers,
+        body,
+        LocalTools::rfdiffusion,
+    )
+    .await
 }
 
-async fn proteinmpnn(State(state): State<Arc<NimState>>, headers: HeaderMap, body: Bytes) -> Response {
-    submit(state, NimTool::Proteinmpnn, headers, body, LocalTools::proteinmpnn).await
+async fn proteinmpnn(
+    State(state): State<Arc<NimState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    submit(
+        state,
+        NimTool::Proteinmpnn,
+        headers,
+        body,
+        LocalTools::proteinmpnn,
+    )
+    .await
 }
 
 async fn multimer(State(state): State<Arc<NimState>>, headers: HeaderMap, body: Bytes) -> Response {
-    submit(state, NimTool::Multimer, headers, body, LocalTools::multimer).await
+    submit(
+        state,
+        NimTool::Multimer,
+        headers,
+        body,
+        LocalTools::multimer,
+    )
+    .await
 }

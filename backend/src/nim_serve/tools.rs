@@ -47,7 +47,15 @@ pub struct LocalTools {
     model: OnceLock<Result<Arc<ProteinMpnn>, String>>,
 }
 
-fn parse<T: DeserializeOwned>(value: Value) -> Result<T, (StatusCode, crate::envs::protein_binder::nim::shapes::Problem)> {
+fn parse<T: DeserializeOwned>(
+    value: Value,
+) -> Result<
+    T,
+    (
+        StatusCode,
+        crate::envs::protein_binder::nim::shapes::Problem,
+    ),
+> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         problem(
@@ -61,7 +69,12 @@ fn short(text: &str) -> String {
     text.chars().take(200).collect()
 }
 
-fn unprocessable(detail: impl std::fmt::Display) -> (StatusCode, crate::envs::protein_binder::nim::shapes::Problem) {
+fn unprocessable(
+    detail: impl std::fmt::Display,
+) -> (
+    StatusCode,
+    crate::envs::protein_binder::nim::shapes::Problem,
+) {
     problem(StatusCode::UNPROCESSABLE_ENTITY, short(&detail.to_string()))
 }
 
@@ -70,12 +83,15 @@ fn labelled(pdb: String) -> String {
 }
 
 fn to_value<T: serde::Serialize>(body: &T) -> Outcome {
-    serde_json::to_value(body).map_err(|e| problem(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+    serde_json::to_value(body)
+        .map_err(|e| problem(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
 /// The default place of ProteinMPNN's weights.
 pub fn default_weights() -> PathBuf {
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
     home.join(".cache/lachesis/models/proteinmpnn/v_48_020.pt")
 }
 
@@ -87,7 +103,15 @@ impl LocalTools {
         }
     }
 
-    fn model(&self) -> Result<Arc<ProteinMpnn>, (StatusCode, crate::envs::protein_binder::nim::shapes::Problem)> {
+    fn model(
+        &self,
+    ) -> Result<
+        Arc<ProteinMpnn>,
+        (
+            StatusCode,
+            crate::envs::protein_binder::nim::shapes::Problem,
+        ),
+    > {
         self.model
             .get_or_init(|| {
                 ProteinMpnn::load(&self.weights).map(Arc::new).map_err(|e| {
@@ -133,6 +157,11 @@ impl LocalTools {
     /// ProteinMPNN, for real: designs for the chosen chains, the others held fixed.
     pub fn proteinmpnn(&self, request: Value) -> Outcome {
         let request: ProteinmpnnRequest = parse(request)?;
+        if let Some(option) = request.steering_options().first() {
+            return Err(unprocessable(format!(
+                "{option} is not supported by this local service"
+            )));
+        }
         if request.ca_only || request.use_soluble_model {
             return Err(unprocessable(
                 "only the vanilla full-backbone model (v_48_020) is served here",
@@ -198,7 +227,7 @@ impl LocalTools {
                 .design(
                     &input,
                     request.num_seq_per_target as usize,
-                    *temperature,
+                    *temperature as f32,
                     seed.wrapping_add(t as u64),
                 )
                 .map_err(unprocessable)?;
@@ -240,8 +269,14 @@ impl LocalTools {
             validate_sequence(sequence, MAX_SEQUENCE).map_err(unprocessable)?;
         }
         let models = match &request.selected_models {
-            Some(selected) if selected.is_empty() || selected.len() > 5 || selected.iter().any(|m| !(1..=5).contains(m)) => {
-                return Err(unprocessable("selected_models must name 1 to 5 models, each 1 to 5"));
+            Some(selected)
+                if selected.is_empty()
+                    || selected.len() > 5
+                    || selected.iter().any(|m| !(1..=5).contains(m)) =>
+            {
+                return Err(unprocessable(
+                    "selected_models must name 1 to 5 models, each 1 to 5",
+                ));
             }
             Some(selected) => selected.len(),
             None => 5,

@@ -59,13 +59,25 @@ impl LiveFeed for Printer {
                 ProteinEpisodeStep::Called { stage, arguments } => {
                     println!("\n{}\n  call {arguments}", stage.label());
                 }
-                ProteinEpisodeStep::Answered { ok, summary, waited_ms, worked_ms, backend, .. } => {
+                ProteinEpisodeStep::Answered {
+                    ok,
+                    summary,
+                    waited_ms,
+                    worked_ms,
+                    backend,
+                    ..
+                } => {
                     let mark = if ok { "ok" } else { "FAILED" };
                     println!("  {mark} [{}] {summary}", backend_label(backend));
                     println!("  {worked_ms} ms working, {waited_ms} ms waiting");
                 }
                 ProteinEpisodeStep::Refused { reason } => println!("  refused: {reason}"),
-                ProteinEpisodeStep::Finished { reward, stages, plddt, iptm } => {
+                ProteinEpisodeStep::Finished {
+                    reward,
+                    stages,
+                    plddt,
+                    iptm,
+                } => {
                     println!("\n{stages} of 4 stages; reward {reward:.3}");
                     if let Some(plddt) = plddt {
                         println!("complex mean pLDDT {plddt:.1}");

@@ -88,7 +88,8 @@ impl Observer<'_> {
                 episode: self.episode,
                 step,
             };
-            feed.publish(LiveEvent::ProteinEpisode(Box::new(event))).await;
+            feed.publish(LiveEvent::ProteinEpisode(Box::new(event)))
+                .await;
         }
     }
 }
@@ -107,10 +108,18 @@ pub fn confidence(plddt: f64, iptm: Option<f64>, rules: &EpisodeRules) -> f64 {
 
 /// The episode's reward: credit for the stages reached, the complex's confidence scaled into
 /// what is left of 1, less the penalties.
-pub fn reward(stages: usize, plddt: Option<f64>, iptm: Option<f64>, invalid_calls: usize, rules: &EpisodeRules) -> f64 {
+pub fn reward(
+    stages: usize,
+    plddt: Option<f64>,
+    iptm: Option<f64>,
+    invalid_calls: usize,
+    rules: &EpisodeRules,
+) -> f64 {
     let credit = rules.stage_credit * stages.min(3) as f64;
     let final_part = match (stages, plddt) {
-        (4, Some(plddt)) => (1.0 - 3.0 * rules.stage_credit).max(0.0) * confidence(plddt, iptm, rules),
+        (4, Some(plddt)) => {
+            (1.0 - 3.0 * rules.stage_credit).max(0.0) * confidence(plddt, iptm, rules)
+        }
         _ => 0.0,
     };
     credit + final_part - rules.invalid_call_penalty * invalid_calls as f64
@@ -191,10 +200,16 @@ pub async fn play(
             Some(earlier) => join_turns(earlier, &rollout).unwrap_or(rollout),
             None => rollout,
         });
-        episode.messages.push(ChatMessage::new("assistant", text.clone()));
+        episode
+            .messages
+            .push(ChatMessage::new("assistant", text.clone()));
         let call = match parse_assistant_turn(&text, 1) {
             Ok(turn) if turn.calls.len() == 1 => {
-                let call = turn.calls.into_iter().next().unwrap_or_else(|| unreachable!("one call"));
+                let call = turn
+                    .calls
+                    .into_iter()
+                    .next()
+                    .unwrap_or_else(|| unreachable!("one call"));
                 match check_call(&tools, &call) {
                     Ok(_) => Ok(call),
                     Err(error) => Err(error.to_string()),
@@ -210,8 +225,14 @@ pub async fn play(
             Ok(call) => call,
             Err(reason) => {
                 episode.invalid_calls += 1;
-                observer.emit(ProteinEpisodeStep::Refused { reason: reason.clone() }).await;
-                episode.messages.push(ChatMessage::new("user", format!("Error: {reason}")));
+                observer
+                    .emit(ProteinEpisodeStep::Refused {
+                        reason: reason.clone(),
+                    })
+                    .await;
+                episode
+                    .messages
+                    .push(ChatMessage::new("user", format!("Error: {reason}")));
                 continue;
             }
         };
@@ -237,10 +258,17 @@ pub async fn play(
                         waited_ms: result.waited_ms,
                         worked_ms: result.worked_ms,
                         backend: result.backend,
-                        structure: result.structure.as_ref().map(|s| s.trace(result.stage != lachesis_shared::protein::DesignStage::BinderBackbone)),
+                        structure: result.structure.as_ref().map(|s| {
+                            s.trace(
+                                result.stage
+                                    != lachesis_shared::protein::DesignStage::BinderBackbone,
+                            )
+                        }),
                     })
                     .await;
-                episode.messages.push(ChatMessage::new("tool", result.summary));
+                episode
+                    .messages
+                    .push(ChatMessage::new("tool", result.summary));
             }
             Err(error) => {
                 if error.is_invalid_call() {
@@ -265,10 +293,16 @@ pub async fn play(
                             .await;
                     }
                     _ => {
-                        observer.emit(ProteinEpisodeStep::Refused { reason: reason.clone() }).await;
+                        observer
+                            .emit(ProteinEpisodeStep::Refused {
+                                reason: reason.clone(),
+                            })
+                            .await;
                     }
                 }
-                episode.messages.push(ChatMessage::new("tool", format!("Error: {reason}")));
+                episode
+                    .messages
+                    .push(ChatMessage::new("tool", format!("Error: {reason}")));
                 if failures_this_stage >= rules.max_failures_per_stage {
                     break;
                 }
@@ -278,7 +312,13 @@ pub async fn play(
     episode.stages = pipeline::stages_done(&state);
     episode.plddt = state.plddt;
     episode.iptm = state.iptm;
-    episode.score = reward(episode.stages, state.plddt, state.iptm, episode.invalid_calls, rules);
+    episode.score = reward(
+        episode.stages,
+        state.plddt,
+        state.iptm,
+        episode.invalid_calls,
+        rules,
+    );
     observer
         .emit(ProteinEpisodeStep::Finished {
             reward: episode.score,
@@ -304,7 +344,10 @@ mod tests {
         assert!((reward(4, Some(40.0), None, 1, &rules) - (0.3 - 0.1)).abs() < 1e-12);
         // ipTM, where given, weighs as much as pLDDT by default.
         assert!((reward(4, Some(90.0), Some(0.0), 0, &rules) - (0.3 + 0.7 * 0.5)).abs() < 1e-12);
-        let plddt_only = EpisodeRules { iptm_weight: 0.0, ..rules };
+        let plddt_only = EpisodeRules {
+            iptm_weight: 0.0,
+            ..rules
+        };
         assert!((reward(4, Some(90.0), Some(0.0), 0, &plddt_only) - 1.0).abs() < 1e-12);
     }
 }

@@ -12,9 +12,9 @@ pub mod plan;
 pub mod targets;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -123,14 +123,38 @@ impl ProteinSettings {
         if !(1..=16).contains(&self.max_failures_per_stage) {
             return bad("max_failures_per_stage must be 1 to 16");
         }
-        if !(1..=100).contains(&self.episode_calls) || self.episode_time_s == 0 || self.call_timeout_s == 0 {
-            return bad("episode_calls must be 1 to 100, and episode_time_s and call_timeout_s positive");
+        if !(1..=100).contains(&self.episode_calls)
+            || self.episode_time_s == 0
+            || self.call_timeout_s == 0
+        {
+            return bad(
+                "episode_calls must be 1 to 100, and episode_time_s and call_timeout_s positive",
+            );
         }
-        let weights = [self.stage_credit, self.plddt_weight, self.iptm_weight, self.invalid_call_penalty];
-        if weights.iter().any(|w| !w.is_finite() || *w < 0.0) || self.stage_credit > 1.0 / 3.0 || self.plddt_weight == 0.0 {
-            return bad("weights must be finite and non-negative, stage_credit at most 1/3, plddt_weight positive");
+        let weights = [
+            self.stage_credit,
+            self.plddt_weight,
+            self.iptm_weight,
+            self.invalid_call_penalty,
+        ];
+        if weights.iter().any(|w| !w.is_finite() || *w < 0.0)
+            || self.stage_credit > 1.0 / 3.0
+            || self.plddt_weight == 0.0
+        {
+            return bad(
+                "weights must be finite and non-negative, stage_credit at most 1/3, plddt_weight positive",
+            );
         }
-        for url in [&self.nim_url, &self.alphafold2_url, &self.rfdiffusion_url, &self.proteinmpnn_url, &self.multimer_url].into_iter().flatten() {
+        for url in [
+            &self.nim_url,
+            &self.alphafold2_url,
+            &self.rfdiffusion_url,
+            &self.proteinmpnn_url,
+            &self.multimer_url,
+        ]
+        .into_iter()
+        .flatten()
+        {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return bad("NIM URLs must be http:// or https://");
             }
@@ -220,21 +244,40 @@ impl ProteinBinderEnv {
                 let s = &self.settings;
                 let base = match &s.nim_url {
                     Some(url) => url.clone(),
-                    None if [&s.alphafold2_url, &s.rfdiffusion_url, &s.proteinmpnn_url, &s.multimer_url].iter().all(|u| u.is_some()) => String::new(),
-                    None => crate::nim_serve::spawn_local(NimServeOptions {
-                        stand_in_latency_ms: s.stand_in_latency_ms,
-                        proteinmpnn_weights: s.proteinmpnn_weights.clone(),
-                        ..NimServeOptions::default()
-                    })
-                    .await?,
+                    None if [
+                        &s.alphafold2_url,
+                        &s.rfdiffusion_url,
+                        &s.proteinmpnn_url,
+                        &s.multimer_url,
+                    ]
+                    .iter()
+                    .all(|u| u.is_some()) =>
+                    {
+                        String::new()
+                    }
+                    None => {
+                        crate::nim_serve::spawn_local(NimServeOptions {
+                            stand_in_latency_ms: s.stand_in_latency_ms,
+                            proteinmpnn_weights: s.proteinmpnn_weights.clone(),
+                            ..NimServeOptions::default()
+                        })
+                        .await?
+                    }
                 };
                 let mut endpoints = NimEndpoints::all_at(&base);
-                let choose = |own: &Option<String>, default: String| own.clone().map_or(default, |u| u.trim_end_matches('/').to_string());
+                let choose = |own: &Option<String>, default: String| {
+                    own.clone()
+                        .map_or(default, |u| u.trim_end_matches('/').to_string())
+                };
                 endpoints.alphafold2 = choose(&s.alphafold2_url, endpoints.alphafold2);
                 endpoints.rfdiffusion = choose(&s.rfdiffusion_url, endpoints.rfdiffusion);
                 endpoints.proteinmpnn = choose(&s.proteinmpnn_url, endpoints.proteinmpnn);
                 endpoints.multimer = choose(&s.multimer_url, endpoints.multimer);
-                Ok(NimClient::new(endpoints, s.limits(), NimClient::api_key_from_env()))
+                Ok(NimClient::new(
+                    endpoints,
+                    s.limits(),
+                    NimClient::api_key_from_env(),
+                ))
             })
             .await
     }
@@ -252,17 +295,36 @@ impl ProteinBinderEnv {
     }
 
     fn budget(&self) -> EpisodeBudget {
-        EpisodeBudget::new(Duration::from_secs(self.settings.episode_time_s), self.settings.episode_calls)
+        EpisodeBudget::new(
+            Duration::from_secs(self.settings.episode_time_s),
+            self.settings.episode_calls,
+        )
     }
 
     /// One episode on target `target` with `policy`, shown through `observer`.
-    pub async fn play(&self, target: usize, seed: u64, policy: &dyn Policy, observer: &Observer<'_>) -> Result<Episode, EnvError> {
+    pub async fn play(
+        &self,
+        target: usize,
+        seed: u64,
+        policy: &dyn Policy,
+        observer: &Observer<'_>,
+    ) -> Result<Episode, EnvError> {
         let target = self
             .targets
             .get(target)
             .ok_or_else(|| EnvError::InvalidItem(format!("no target {target}")))?;
         let nim = self.nim().await?;
-        episode::play(target, seed, policy, &self.request(), nim, self.budget(), &self.settings.rules(), observer).await
+        episode::play(
+            target,
+            seed,
+            policy,
+            &self.request(),
+            nim,
+            self.budget(),
+            &self.settings.rules(),
+            observer,
+        )
+        .await
     }
 }
 
@@ -311,13 +373,23 @@ impl Env for ProteinBinderEnv {
                 feed: self.feed.as_deref(),
                 episode: self.shown.fetch_add(1, Ordering::Relaxed),
             };
-            async move { self.play(item.target, item.seed.wrapping_add(i as u64), policy, &observer).await }
+            async move {
+                self.play(
+                    item.target,
+                    item.seed.wrapping_add(i as u64),
+                    policy,
+                    &observer,
+                )
+                .await
+            }
         }))
         .await;
         let mut sequences = Vec::new();
         for episode in episodes {
             let episode = episode?;
-            let Some(rollout) = episode.rollout else { continue };
+            let Some(rollout) = episode.rollout else {
+                continue;
+            };
             sequences.push(ScoredSequence {
                 messages: episode.messages,
                 rollout,
@@ -336,7 +408,14 @@ impl Env for ProteinBinderEnv {
         let mut samples = Vec::new();
         let (mut waited, mut worked, mut model) = (0u64, 0u64, 0u64);
         for i in 0..size {
-            let episode = self.play(i % self.targets.len(), 1000 + i as u64, policy, &Observer::NONE).await?;
+            let episode = self
+                .play(
+                    i % self.targets.len(),
+                    1000 + i as u64,
+                    policy,
+                    &Observer::NONE,
+                )
+                .await?;
             for (stage, count) in reached.iter_mut().enumerate() {
                 if episode.stages > stage {
                     *count += 1;
@@ -356,7 +435,13 @@ impl Env for ProteinBinderEnv {
             }));
         }
         let n = size as f64;
-        let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
+        let mean = |v: &[f64]| {
+            if v.is_empty() {
+                0.0
+            } else {
+                v.iter().sum::<f64>() / v.len() as f64
+            }
+        };
         Ok(EvalOutcome {
             metrics: metrics(&[
                 ("eval/target_structure_rate", reached[0] as f64 / n),

@@ -16,8 +16,8 @@ use super::nim::shapes::{
 
 /// Designs one ProteinMPNN call may ask for, and its temperature range.
 pub const MAX_DESIGNS: u32 = 16;
-pub const MIN_TEMPERATURE: f32 = 0.05;
-pub const MAX_TEMPERATURE: f32 = 1.0;
+pub const MIN_TEMPERATURE: f64 = 0.05;
+pub const MAX_TEMPERATURE: f64 = 1.0;
 /// Hotspots one backbone call may name.
 pub const MAX_HOTSPOTS: usize = 12;
 
@@ -126,13 +126,23 @@ fn millis(duration: std::time::Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn integer(arguments: &Map<String, Value>, key: &str, default: u64, range: (u64, u64)) -> Result<u64, CallError> {
+fn integer(
+    arguments: &Map<String, Value>,
+    key: &str,
+    default: u64,
+    range: (u64, u64),
+) -> Result<u64, CallError> {
     match arguments.get(key) {
         None | Some(Value::Null) => Ok(default),
         Some(value) => value
             .as_u64()
             .filter(|n| (range.0..=range.1).contains(n))
-            .ok_or_else(|| invalid(format!("{key} must be an integer from {} to {}", range.0, range.1))),
+            .ok_or_else(|| {
+                invalid(format!(
+                    "{key} must be an integer from {} to {}",
+                    range.0, range.1
+                ))
+            }),
     }
 }
 
@@ -151,7 +161,11 @@ fn describe_chains(structure: &Structure) -> String {
         .map(|c| {
             let first = c.residues.first().map_or(0, |r| r.number);
             let last = c.residues.last().map_or(0, |r| r.number);
-            format!("chain {} residues {first}-{last} ({} aa)", c.id, c.residues.len())
+            format!(
+                "chain {} residues {first}-{last} ({} aa)",
+                c.id,
+                c.residues.len()
+            )
         })
         .collect::<Vec<_>>()
         .join("; ")
@@ -191,16 +205,23 @@ fn malformed(tool: NimTool, reason: impl std::fmt::Display) -> CallError {
 fn best_design(answer: &ProteinmpnnResponse) -> Result<(Vec<String>, f64), CallError> {
     let records = parse_fasta(&answer.mfasta).map_err(|e| malformed(NimTool::Proteinmpnn, e))?;
     let mut best: Option<(Vec<String>, f64)> = None;
-    // The first record is the input's own sequence; designs follow with `score=` in the header.
-    for record in records.iter().skip(1) {
-        let score = record
-            .header
-            .split(',')
-            .filter_map(|part| part.trim().strip_prefix("score="))
+    // Designs are the records whose header names their temperature (`T=0.1, score=...`); the
+    // original program also writes the input's own sequence first, without one.
+    for record in &records {
+        let parts: Vec<&str> = record.header.split(',').map(str::trim).collect();
+        if !parts.iter().any(|p| p.starts_with("T=")) {
+            continue;
+        }
+        let score = parts
+            .iter()
+            .filter_map(|part| part.strip_prefix("score="))
             .find_map(|v| v.trim().parse::<f64>().ok());
         let Some(score) = score else { continue };
         if best.as_ref().is_none_or(|(_, b)| score < *b) {
-            best = Some((record.sequence.split('/').map(str::to_string).collect(), score));
+            best = Some((
+                record.sequence.split('/').map(str::to_string).collect(),
+                score,
+            ));
         }
     }
     best.ok_or_else(|| malformed(NimTool::Proteinmpnn, "no scored designs in mfasta"))
@@ -214,9 +235,12 @@ pub async fn run_call(
     budget: &mut EpisodeBudget,
 ) -> Result<StageResult, CallError> {
     let expected = next_stage(state);
-    let stage = DesignStage::of_tool(&call.name).ok_or_else(|| invalid(format!("there is no tool {:?}", call.name)))?;
+    let stage = DesignStage::of_tool(&call.name)
+        .ok_or_else(|| invalid(format!("there is no tool {:?}", call.name)))?;
     let Some(expected) = expected else {
-        return Err(invalid("the design is complete; answer without a tool call"));
+        return Err(invalid(
+            "the design is complete; answer without a tool call",
+        ));
     };
     if stage != expected {
         return Err(CallError::OutOfOrder {
@@ -228,16 +252,30 @@ pub async fn run_call(
     match stage {
         DesignStage::TargetStructure => {
             if let Some(given) = args.get("sequence") {
-                let given = given.as_str().unwrap_or_default().trim().to_ascii_uppercase();
+                let given = given
+                    .as_str()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_ascii_uppercase();
                 if given != state.target_sequence {
-                    return Err(invalid("sequence differs from the target's sequence; pass it exactly as given"));
+                    return Err(invalid(
+                        "sequence differs from the target's sequence; pass it exactly as given",
+                    ));
                 }
             }
             let request = Alphafold2Request::for_sequence(&state.target_sequence);
-            let answer = nim.call::<_, Vec<String>>(NimTool::Alphafold2, &request, budget).await?;
-            let pdb = answer.body.first().ok_or_else(|| malformed(NimTool::Alphafold2, "no structures in the answer"))?;
+            let answer = nim
+                .call::<_, Vec<String>>(NimTool::Alphafold2, &request, budget)
+                .await?;
+            let pdb = answer
+                .body
+                .first()
+                .ok_or_else(|| malformed(NimTool::Alphafold2, "no structures in the answer"))?;
             let target = Structure::from_pdb(pdb).map_err(|e| malformed(NimTool::Alphafold2, e))?;
-            let hotspots: Vec<String> = candidate_hotspots(&target).iter().map(|h| format!("{}{}", h.chain, h.residue)).collect();
+            let hotspots: Vec<String> = candidate_hotspots(&target)
+                .iter()
+                .map(|h| format!("{}{}", h.chain, h.residue))
+                .collect();
             let summary = format!(
                 "Target structure predicted: {}; mean pLDDT {:.1}. Exposed residues (candidate hotspots): {}.",
                 describe_chains(&target),
@@ -245,20 +283,41 @@ pub async fn run_call(
                 hotspots.join(", ")
             );
             state.target = Some(target.clone());
-            Ok(StageResult { stage, summary, structure: Some(target), waited_ms: millis(answer.waited), worked_ms: millis(answer.worked), backend: backend(answer.backend.as_deref()) })
+            Ok(StageResult {
+                stage,
+                summary,
+                structure: Some(target),
+                waited_ms: millis(answer.waited),
+                worked_ms: millis(answer.worked),
+                backend: backend(answer.backend.as_deref()),
+            })
         }
         DesignStage::BinderBackbone => {
-            let target = state.target.as_ref().ok_or_else(|| invalid("predict the target structure first"))?;
-            let contigs_text = args.get("contigs").and_then(Value::as_str).ok_or_else(|| invalid("contigs must be a string such as 'A1-29/0 40-60'"))?;
+            let target = state
+                .target
+                .as_ref()
+                .ok_or_else(|| invalid("predict the target structure first"))?;
+            let contigs_text = args
+                .get("contigs")
+                .and_then(Value::as_str)
+                .ok_or_else(|| invalid("contigs must be a string such as 'A1-29/0 40-60'"))?;
             let contigs = Contigs::parse(contigs_text).map_err(invalid)?;
             contigs.validate(target).map_err(invalid)?;
             let hotspot_texts: Vec<String> = match args.get("hotspot_res") {
                 None | Some(Value::Null) => Vec::new(),
                 Some(Value::Array(items)) if items.len() <= MAX_HOTSPOTS => items
                     .iter()
-                    .map(|v| v.as_str().map(str::to_string).ok_or_else(|| invalid("hotspot_res items must be strings such as 'A5'")))
+                    .map(|v| {
+                        v.as_str().map(str::to_string).ok_or_else(|| {
+                            invalid("hotspot_res items must be strings such as 'A5'")
+                        })
+                    })
                     .collect::<Result<_, _>>()?,
-                Some(_) => return Err(invalid(format!("hotspot_res must be a list of at most {MAX_HOTSPOTS} residues such as ['A5', 'A9']"))),
+                Some(_) => {
+                    return Err(invalid(format!(
+                        "hotspot_res must be a list of at most {MAX_HOTSPOTS} residues such as ['A5', 'A9']"
+                    )));
+                }
             };
             let hotspots = parse_hotspots(&hotspot_texts).map_err(invalid)?;
             validate_hotspots(&hotspots, target, &contigs).map_err(invalid)?;
@@ -270,61 +329,116 @@ pub async fn run_call(
                 diffusion_steps: steps as u32,
                 random_seed: Some(state.seed),
             };
-            let answer = nim.call::<_, RfdiffusionResponse>(NimTool::Rfdiffusion, &request, budget).await?;
-            let backbone = Structure::from_pdb(&answer.body.output_pdb).map_err(|e| malformed(NimTool::Rfdiffusion, e))?;
+            let answer = nim
+                .call::<_, RfdiffusionResponse>(NimTool::Rfdiffusion, &request, budget)
+                .await?;
+            let backbone = Structure::from_pdb(&answer.body.output_pdb)
+                .map_err(|e| malformed(NimTool::Rfdiffusion, e))?;
             let summary = format!("Binder backbone generated: {}.", describe_chains(&backbone));
             state.backbone = Some(backbone.clone());
-            Ok(StageResult { stage, summary, structure: Some(backbone), waited_ms: millis(answer.waited), worked_ms: millis(answer.worked), backend: backend(answer.backend.as_deref()) })
+            Ok(StageResult {
+                stage,
+                summary,
+                structure: Some(backbone),
+                waited_ms: millis(answer.waited),
+                worked_ms: millis(answer.worked),
+                backend: backend(answer.backend.as_deref()),
+            })
         }
         DesignStage::BinderSequence => {
-            let backbone = state.backbone.as_ref().ok_or_else(|| invalid("generate a binder backbone first"))?;
+            let backbone = state
+                .backbone
+                .as_ref()
+                .ok_or_else(|| invalid("generate a binder backbone first"))?;
             let designs = integer(args, "num_designs", 4, (1, u64::from(MAX_DESIGNS)))?;
             let temperature = match args.get("sampling_temp") {
                 None | Some(Value::Null) => 0.1,
                 Some(v) => v
                     .as_f64()
-                    .map(|t| t as f32)
                     .filter(|t| (MIN_TEMPERATURE..=MAX_TEMPERATURE).contains(t))
                     .ok_or_else(|| invalid(format!("sampling_temp must be a number from {MIN_TEMPERATURE} to {MAX_TEMPERATURE}")))?,
             };
             // The designed chains are those after the target's: every chain but the first.
-            let binder_chains: Vec<String> = backbone.chains.iter().skip(1).map(|c| c.id.clone()).collect();
+            let binder_chains: Vec<String> = backbone
+                .chains
+                .iter()
+                .skip(1)
+                .map(|c| c.id.clone())
+                .collect();
             if binder_chains.is_empty() {
-                return Err(malformed(NimTool::Rfdiffusion, "the backbone has no binder chain"));
+                return Err(malformed(
+                    NimTool::Rfdiffusion,
+                    "the backbone has no binder chain",
+                ));
             }
-            let request = ProteinmpnnRequest {
-                input_pdb: backbone.to_pdb(),
-                input_pdb_chains: Some(binder_chains),
-                ca_only: false,
-                use_soluble_model: false,
-                num_seq_per_target: designs as u32,
-                sampling_temp: vec![temperature],
-                random_seed: Some(state.seed),
-            };
-            let answer = nim.call::<_, ProteinmpnnResponse>(NimTool::Proteinmpnn, &request, budget).await?;
+            let request = ProteinmpnnRequest::new(
+                backbone.to_pdb(),
+                binder_chains,
+                designs as u32,
+                temperature,
+                state.seed,
+            );
+            let answer = nim
+                .call::<_, ProteinmpnnResponse>(NimTool::Proteinmpnn, &request, budget)
+                .await?;
             let (chains, score) = best_design(&answer.body)?;
             // The answer's chains are every chain of the backbone; the binder's follow the target's.
-            let binder: Vec<String> = chains.into_iter().skip(1).filter(|c| !c.is_empty()).collect();
+            let binder: Vec<String> = chains
+                .into_iter()
+                .skip(1)
+                .filter(|c| !c.is_empty())
+                .collect();
             if binder.is_empty() {
-                return Err(malformed(NimTool::Proteinmpnn, "the best design has no binder chain"));
+                return Err(malformed(
+                    NimTool::Proteinmpnn,
+                    "the best design has no binder chain",
+                ));
             }
-            let summary = format!("{designs} designs at temperature {temperature}; best score {score:.3}: {}.", binder.join("/"));
+            let summary = format!(
+                "{designs} designs at temperature {temperature}; best score {score:.3}: {}.",
+                binder.join("/")
+            );
             state.binder = Some(binder);
             state.binder_score = Some(score);
-            Ok(StageResult { stage, summary, structure: None, waited_ms: millis(answer.waited), worked_ms: millis(answer.worked), backend: backend(answer.backend.as_deref()) })
+            Ok(StageResult {
+                stage,
+                summary,
+                structure: None,
+                waited_ms: millis(answer.waited),
+                worked_ms: millis(answer.worked),
+                backend: backend(answer.backend.as_deref()),
+            })
         }
         DesignStage::ComplexEvaluation => {
-            let binder = state.binder.clone().ok_or_else(|| invalid("design the binder's sequence first"))?;
-            let relax = args.get("relax_prediction").and_then(Value::as_bool).unwrap_or(false);
+            let binder = state
+                .binder
+                .clone()
+                .ok_or_else(|| invalid("design the binder's sequence first"))?;
+            let relax = args
+                .get("relax_prediction")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
             let mut sequences = vec![state.target_sequence.clone()];
             sequences.extend(binder);
             let request = MultimerRequest::for_sequences(sequences, relax);
-            let answer = nim.call::<_, Vec<String>>(NimTool::Multimer, &request, budget).await?;
+            let answer = nim
+                .call::<_, Vec<String>>(NimTool::Multimer, &request, budget)
+                .await?;
             let (complex, plddt) = best_model(&answer.body)?;
-            let summary = format!("Complex folded: {}; mean pLDDT {plddt:.1}.", describe_chains(&complex));
+            let summary = format!(
+                "Complex folded: {}; mean pLDDT {plddt:.1}.",
+                describe_chains(&complex)
+            );
             state.complex = Some(complex.clone());
             state.plddt = Some(plddt);
-            Ok(StageResult { stage, summary, structure: Some(complex), waited_ms: millis(answer.waited), worked_ms: millis(answer.worked), backend: backend(answer.backend.as_deref()) })
+            Ok(StageResult {
+                stage,
+                summary,
+                structure: Some(complex),
+                waited_ms: millis(answer.waited),
+                worked_ms: millis(answer.worked),
+                backend: backend(answer.backend.as_deref()),
+            })
         }
     }
 }

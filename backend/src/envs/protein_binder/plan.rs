@@ -44,7 +44,11 @@ impl PlanPolicy {
                 let exposed = exposed_residues(messages);
                 let (chain, first, last) = target_chain(messages);
                 let count = rng.random_range(2..=4).min(exposed.len());
-                let start = if exposed.len() > count { rng.random_range(0..=exposed.len() - count) } else { 0 };
+                let start = if exposed.len() > count {
+                    rng.random_range(0..=exposed.len() - count)
+                } else {
+                    0
+                };
                 let hotspots: Vec<String> = exposed[start..start + count].to_vec();
                 let length = rng.random_range(14..=40);
                 json!({
@@ -117,7 +121,6 @@ fn target_chain(messages: &[ChatMessage]) -> (String, i64, i64) {
     parsed.unwrap_or_else(|| ("A".into(), 1, 1))
 }
 
-
 impl Policy for PlanPolicy {
     fn name(&self) -> String {
         "planned-designer".into()
@@ -127,7 +130,10 @@ impl Policy for PlanPolicy {
         let rollouts = (0..request.n)
             .map(|_| {
                 let text = self.next_turn(&request.messages);
-                let completion: Vec<u32> = format!("{text}<|im_end|>\n").bytes().map(u32::from).collect();
+                let completion: Vec<u32> = format!("{text}<|im_end|>\n")
+                    .bytes()
+                    .map(u32::from)
+                    .collect();
                 let prompt = chatml_bytes(&request.messages);
                 let logprobs = vec![0.0; completion.len()];
                 rollout_from_ids(&prompt, &completion, &logprobs, text, Finish::Stop)

@@ -192,7 +192,9 @@ pub fn key_may_go_to(url: &str) -> bool {
         return false;
     };
     let host = rest.split(['/', ':', '?', '#']).next().unwrap_or_default();
-    host == "health.api.nvidia.com" || host == "api.nvcf.nvidia.com" || host.ends_with(".api.nvidia.com")
+    host == "health.api.nvidia.com"
+        || host == "api.nvcf.nvidia.com"
+        || host.ends_with(".api.nvidia.com")
 }
 
 /// The header the local services name who computed an answer in.
@@ -201,7 +203,11 @@ pub const BACKEND_HEADER: &str = "x-lachesis-backend";
 enum Attempt {
     Done(bytes::Bytes, Option<String>),
     Queued(String),
-    Retry { status: u16, after: Option<Duration>, detail: String },
+    Retry {
+        status: u16,
+        after: Option<Duration>,
+        detail: String,
+    },
 }
 
 impl NimClient {
@@ -290,7 +296,12 @@ impl NimClient {
                 Attempt::Done(bytes, answered_by) => {
                     let body = serde_json::from_slice(&bytes).map_err(|e| NimError::Malformed {
                         tool: tool.label(),
-                        reason: format!("{} at line {} column {}", category(&e), e.line(), e.column()),
+                        reason: format!(
+                            "{} at line {} column {}",
+                            category(&e),
+                            e.line(),
+                            e.column()
+                        ),
                     })?;
                     let total = started.elapsed();
                     waited += queued_at.map_or(Duration::ZERO, |at| at.elapsed());
@@ -310,7 +321,10 @@ impl NimClient {
                     }
                     // Each poll is held server-side for up to `poll_seconds`, so polls need no
                     // sleep between them; a service that answers 202 at once is paced here.
-                    if polls > 1 && queued_at.is_some_and(|_| last_poll.elapsed() < Duration::from_millis(200)) {
+                    if polls > 1
+                        && queued_at
+                            .is_some_and(|_| last_poll.elapsed() < Duration::from_millis(200))
+                    {
                         tokio::time::sleep(Duration::from_millis(200)).await;
                     }
                     queued_at.get_or_insert_with(Instant::now);
@@ -453,7 +467,11 @@ async fn read_capped(mut response: reqwest::Response, cap: usize) -> Result<byte
         return Err(format!("the answer is larger than {cap} bytes"));
     }
     let mut body = bytes::BytesMut::new();
-    while let Some(chunk) = response.chunk().await.map_err(|_| "the answer was cut off".to_string())? {
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|_| "the answer was cut off".to_string())?
+    {
         if body.len() + chunk.len() > cap {
             return Err(format!("the answer is larger than {cap} bytes"));
         }
@@ -468,11 +486,19 @@ mod tests {
 
     #[test]
     fn the_key_goes_only_to_nvidia_over_tls() {
-        assert!(key_may_go_to("https://health.api.nvidia.com/v1/biology/ipd/rfdiffusion/generate"));
-        assert!(key_may_go_to("https://api.nvcf.nvidia.com/v2/nvcf/pexec/status/x"));
+        assert!(key_may_go_to(
+            "https://health.api.nvidia.com/v1/biology/ipd/rfdiffusion/generate"
+        ));
+        assert!(key_may_go_to(
+            "https://api.nvcf.nvidia.com/v2/nvcf/pexec/status/x"
+        ));
         assert!(!key_may_go_to("http://health.api.nvidia.com/v1/x"));
-        assert!(!key_may_go_to("https://health.api.nvidia.com.evil.example/v1/x"));
-        assert!(!key_may_go_to("https://evil.example/?h=health.api.nvidia.com"));
+        assert!(!key_may_go_to(
+            "https://health.api.nvidia.com.evil.example/v1/x"
+        ));
+        assert!(!key_may_go_to(
+            "https://evil.example/?h=health.api.nvidia.com"
+        ));
         assert!(!key_may_go_to("http://127.0.0.1:8000/v1/x"));
     }
 

@@ -3,6 +3,7 @@
 //! read and write these very types, so the environment cannot tell which one it talks to.
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// Where each tool lives under a NIM base URL (the hosted service prefixes them all with `/v1`).
 pub const ALPHAFOLD2_PATH: &str = "/v1/biology/deepmind/alphafold2";
@@ -78,9 +79,106 @@ pub struct ProteinmpnnRequest {
     #[serde(default = "default_num_seq")]
     pub num_seq_per_target: u32,
     #[serde(default = "default_sampling_temp")]
-    pub sampling_temp: Vec<f32>,
+    pub sampling_temp: Vec<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub random_seed: Option<u64>,
+    /// The documented options that steer sampling (amino-acid omissions and biases, PSSMs, fixed
+    /// and tied positions) and the asset upload; the client never sends them, and the local
+    /// service refuses a request that sets one rather than ignore it.
+    #[serde(default, rename = "omit_AAs", skip_serializing_if = "Option::is_none")]
+    pub omit_aas: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_pdb_asset: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pssm_jsonl: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pssm_multi: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pssm_threshold: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pssm_bias_flag: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pssm_log_odds_flag: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_positions_jsonl: Option<Value>,
+    #[serde(
+        default,
+        rename = "omit_AA_jsonl",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub omit_aa_jsonl: Option<Value>,
+    #[serde(
+        default,
+        rename = "bias_AA_jsonl",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub bias_aa_jsonl: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bias_by_res_jsonl: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tied_positions_jsonl: Option<Value>,
+}
+
+impl ProteinmpnnRequest {
+    /// A request for `designs` sequences of `chains` at `temperature`, steering nothing else.
+    pub fn new(
+        input_pdb: String,
+        chains: Vec<String>,
+        designs: u32,
+        temperature: f64,
+        seed: u64,
+    ) -> Self {
+        Self {
+            input_pdb,
+            input_pdb_chains: Some(chains),
+            ca_only: false,
+            use_soluble_model: false,
+            num_seq_per_target: designs,
+            sampling_temp: vec![temperature],
+            random_seed: Some(seed),
+            omit_aas: None,
+            input_pdb_asset: None,
+            pssm_jsonl: None,
+            pssm_multi: None,
+            pssm_threshold: None,
+            pssm_bias_flag: None,
+            pssm_log_odds_flag: None,
+            fixed_positions_jsonl: None,
+            omit_aa_jsonl: None,
+            bias_aa_jsonl: None,
+            bias_by_res_jsonl: None,
+            tied_positions_jsonl: None,
+        }
+    }
+
+    /// The steering options set in this request (null and false count as unset).
+    pub fn steering_options(&self) -> Vec<&'static str> {
+        let set = |v: &Option<Value>| {
+            v.as_ref().is_some_and(|v| {
+                !matches!(v, Value::Null | Value::Bool(false))
+                    && v != &Value::from(0.0)
+                    && v != &Value::from(0)
+            })
+        };
+        [
+            ("omit_AAs", &self.omit_aas),
+            ("input_pdb_asset", &self.input_pdb_asset),
+            ("pssm_jsonl", &self.pssm_jsonl),
+            ("pssm_multi", &self.pssm_multi),
+            ("pssm_threshold", &self.pssm_threshold),
+            ("pssm_bias_flag", &self.pssm_bias_flag),
+            ("pssm_log_odds_flag", &self.pssm_log_odds_flag),
+            ("fixed_positions_jsonl", &self.fixed_positions_jsonl),
+            ("omit_AA_jsonl", &self.omit_aa_jsonl),
+            ("bias_AA_jsonl", &self.bias_aa_jsonl),
+            ("bias_by_res_jsonl", &self.bias_by_res_jsonl),
+            ("tied_positions_jsonl", &self.tied_positions_jsonl),
+        ]
+        .into_iter()
+        .filter(|(_, v)| set(v))
+        .map(|(name, _)| name)
+        .collect()
+    }
 }
 
 /// ProteinMPNN's answer: the designs as multi-FASTA (the input's own sequence first, as the
@@ -161,7 +259,7 @@ fn default_num_seq() -> u32 {
     1
 }
 
-fn default_sampling_temp() -> Vec<f32> {
+fn default_sampling_temp() -> Vec<f64> {
     vec![0.1]
 }
 
