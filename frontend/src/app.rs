@@ -17,6 +17,7 @@ use crate::pages::environments::EnvironmentsPage;
 use crate::pages::feedback::{QueuePage, QueuesPage};
 use crate::pages::login::LoginPage;
 use crate::pages::marketplace::MarketplacePage;
+use crate::pages::protein::ProteinPage;
 use crate::pages::runs::RunsPage;
 use crate::pages::settings::SettingsPage;
 use crate::pages::spatial::{SpatialBenchPage, SpatialLivePage, SpatialSolvePage};
@@ -113,6 +114,7 @@ fn Shell() -> impl IntoView {
                 <Route path=path!("/marketplace") view=MarketplacePage />
                 <Route path=path!("/cats") view=CatsPage />
                 <Route path=path!("/tools") view=ToolsPage />
+                <Route path=path!("/protein") view=ProteinPage />
                 <Route path=path!("/arena") view=ArenaPage />
                 <Route path=path!("/arena/leaderboard") view=LeaderboardPage />
                 <Route path=path!("/arena/battles/:id") view=BattlePage />
@@ -175,6 +177,7 @@ fn Nav() -> impl IntoView {
             <A href="/marketplace">"Marketplace"</A>
             <A href="/cats">"Cats"</A>
             <A href="/tools">"Tools"</A>
+            <A href="/protein">"Protein"</A>
             <A href="/arena">"Arena"</A>
             <A href="/feedback">"Feedback"</A>
             <A href="/settings">"Settings"</A>

@@ -627,3 +627,97 @@ async fn groups_of_design_episodes_reach_the_trajectory_api_with_rewards_that_di
         .count();
     assert_eq!(finished, 4);
 }
+
+#[tokio::test]
+async fn the_local_services_refuse_what_would_cost_too_much() {
+    let base = spawn_local(NimServeOptions {
+        max_pending: 1,
+        max_body_bytes: 64 << 10,
+        stand_in_latency_ms: 2000,
+        ..local_options()
+    })
+    .await
+    .unwrap();
+    let http = reqwest::Client::new();
+    let post = |path: &str, body: Value| {
+        http.post(format!("{base}{path}"))
+            .header("nvcf-poll-seconds", "0")
+            .json(&body)
+    };
+    // A page in the operator's browser can send text/plain cross-origin without a preflight.
+    let plain = http
+        .post(format!("{base}{}", NimTool::Alphafold2.path()))
+        .header("content-type", "text/plain")
+        .body(r#"{"sequence": "EYFTLQ"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), 415);
+    let huge = post(
+        NimTool::Alphafold2.path(),
+        json!({"sequence": "A".repeat(100_000)}),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(huge.status(), 413);
+    let many = post(
+        NimTool::Proteinmpnn.path(),
+        json!({"input_pdb": DEBUG_TARGET_PDB, "num_seq_per_target": 60, "sampling_temp": [0.1, 0.2]}),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(many.status(), 422);
+    let problem: Value = many.json().await.unwrap();
+    assert!(
+        problem["detail"].as_str().unwrap().contains("120 designs"),
+        "{problem}"
+    );
+    let big_complex = post(
+        NimTool::Multimer.path(),
+        json!({"sequences": ["A".repeat(900), "L".repeat(900)]}),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(big_complex.status(), 422);
+    // One slow request is queued; a second one while it runs is told to come back.
+    let first = post(
+        NimTool::Alphafold2.path(),
+        json!({"sequence": "EYFTLQIRGRERFEK"}),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(first.status(), 202);
+    let id = first.headers()["nvcf-reqid"].to_str().unwrap().to_string();
+    let second = post(
+        NimTool::Alphafold2.path(),
+        json!({"sequence": "EYFTLQIRGRERFEK"}),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(second.status(), 429);
+    assert_eq!(second.headers()["retry-after"], "1");
+    let unknown = http
+        .get(format!("{base}/v1/status/0000-not-a-job"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+    let done = http
+        .get(format!("{base}/v1/status/{id}"))
+        .header("nvcf-poll-seconds", "10")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(done.status(), 200);
+    let again = http
+        .get(format!("{base}/v1/status/{id}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 404, "an answer is handed over once");
+}

@@ -21,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
-use self::jobs::{Answer, Jobs, Outcome};
+use self::jobs::{Answer, Jobs};
 pub use self::tools::{BACKEND_HEADER, LocalTools, default_weights};
 use crate::envs::protein_binder::nim::client::NimTool;
 use crate::envs::protein_binder::nim::shapes::{
@@ -75,7 +75,7 @@ pub struct NimServeArgs {
 }
 
 struct NimState {
-    tools: LocalTools,
+    tools: Arc<LocalTools>,
     jobs: Jobs,
     options: NimServeOptions,
     failures_left: [AtomicU32; 4],
@@ -84,7 +84,7 @@ struct NimState {
 /// The router serving the four tools, the status endpoint and readiness.
 pub fn router(options: NimServeOptions) -> Router {
     let state = Arc::new(NimState {
-        tools: LocalTools::new(options.proteinmpnn_weights.clone()),
+        tools: Arc::new(LocalTools::new(options.proteinmpnn_weights.clone())),
         jobs: Jobs::new(options.max_pending, Duration::from_secs(600)),
         failures_left: std::array::from_fn(|_| AtomicU32::new(options.fail_first)),
         options: options.clone(),
@@ -186,7 +186,7 @@ async fn submit<F>(
     work: F,
 ) -> Response
 where
-    F: FnOnce(&LocalTools, Value) -> Outcome + Send + 'static,
+    F: FnOnce(&Arc<LocalTools>, Value) -> Result<tools::Work, tools::Refusal>,
 {
     let backend = tools::backend_of(tool);
     let index = tool as usize;
@@ -199,6 +199,25 @@ where
         return problem_response(
             problem(StatusCode::SERVICE_UNAVAILABLE, "fault drill: try again"),
             headers,
+        );
+    }
+    // JSON only: a web page cannot send that cross-origin without a preflight this server never
+    // grants, so a page in the operator's browser cannot make the services work for it.
+    let json_body = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        });
+    if !json_body {
+        return problem_response(
+            problem(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "send the body as application/json",
+            ),
+            HeaderMap::new(),
         );
     }
     let request: Value = match serde_json::from_slice(&body) {
@@ -222,17 +241,19 @@ where
     } else {
         Duration::ZERO
     };
-    let worker = state.clone();
+    // Checks run now, so a bad request is refused at once, as the hosted service does.
+    let work = match work(&state.tools, request) {
+        Ok(work) => work,
+        Err(refusal) => return problem_response(refusal, HeaderMap::new()),
+    };
     let started = state.jobs.start(backend, async move {
         tokio::time::sleep(latency).await;
-        tokio::task::spawn_blocking(move || work(&worker.tools, request))
-            .await
-            .unwrap_or_else(|_| {
-                Err(problem(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "the tool failed unexpectedly",
-                ))
-            })
+        tokio::task::spawn_blocking(work).await.unwrap_or_else(|_| {
+            Err(problem(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the tool failed unexpectedly",
+            ))
+        })
     });
     let id = match started {
         Ok(id) => id,

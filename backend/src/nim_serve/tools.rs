@@ -27,9 +27,11 @@ pub const LOCAL: &str = "local";
 /// The first line of every PDB a stand-in writes, so the label travels with the file.
 const STAND_IN_REMARK: &str = "REMARK 999 LACHESIS STAND-IN: GEOMETRIC MODEL, NOT A PREDICTION";
 
-/// The longest sequence folded, and the most chains in a complex.
+/// The longest sequence folded, the most chains in a complex, and the most residues in one (the
+/// stand-in's error matrix grows with its square).
 pub const MAX_SEQUENCE: usize = 1000;
 pub const MAX_CHAINS: usize = 8;
+pub const MAX_COMPLEX_RESIDUES: usize = 1500;
 /// Designs per ProteinMPNN request (NVIDIA's service allows 1 to 100) and temperatures.
 pub const MAX_DESIGNS: u32 = 100;
 pub const MAX_TEMPERATURES: usize = 8;
@@ -40,6 +42,15 @@ pub fn backend_of(tool: NimTool) -> &'static str {
         _ => STAND_IN,
     }
 }
+
+/// Why a request was refused before any work.
+pub type Refusal = (
+    StatusCode,
+    crate::envs::protein_binder::nim::shapes::Problem,
+);
+
+/// A checked request's work, run as a job.
+pub type Work = Box<dyn FnOnce() -> Outcome + Send>;
 
 /// The tools' shared state: ProteinMPNN's weights, loaded on first use.
 pub struct LocalTools {
@@ -126,16 +137,17 @@ impl LocalTools {
     }
 
     /// AlphaFold2 stand-in: an ideal-geometry model of the sequence.
-    pub fn alphafold2(&self, request: Value) -> Outcome {
+    pub fn alphafold2(self: &Arc<Self>, request: Value) -> Result<Work, Refusal> {
         let request: Alphafold2Request = parse(request)?;
         validate_sequence(&request.sequence, MAX_SEQUENCE).map_err(unprocessable)?;
-        let structure = standin::fold_monomer(&request.sequence).map_err(unprocessable)?;
-        to_value(&vec![labelled(structure.to_pdb())])
+        Ok(Box::new(move || {
+            let structure = standin::fold_monomer(&request.sequence).map_err(unprocessable)?;
+            to_value(&vec![labelled(structure.to_pdb())])
+        }))
     }
 
     /// RFdiffusion stand-in: the kept target and an ideal binder backbone beside the hotspots.
-    pub fn rfdiffusion(&self, request: Value) -> Outcome {
-        let started = std::time::Instant::now();
+    pub fn rfdiffusion(self: &Arc<Self>, request: Value) -> Result<Work, Refusal> {
         let request: RfdiffusionRequest = parse(request)?;
         if !(1..=200).contains(&request.diffusion_steps) {
             return Err(unprocessable("diffusion_steps must be between 1 and 200"));
@@ -146,16 +158,19 @@ impl LocalTools {
         let hotspots = parse_hotspots(&request.hotspot_res).map_err(unprocessable)?;
         validate_hotspots(&hotspots, &target, &contigs).map_err(unprocessable)?;
         let seed = request.random_seed.unwrap_or_else(rand::random);
-        let design =
-            standin::diffuse_binder(&target, &contigs, &hotspots, seed).map_err(unprocessable)?;
-        to_value(&RfdiffusionResponse {
-            output_pdb: labelled(design.to_pdb()),
-            elapsed_ms: Some(started.elapsed().as_millis() as u64),
-        })
+        Ok(Box::new(move || {
+            let started = std::time::Instant::now();
+            let design = standin::diffuse_binder(&target, &contigs, &hotspots, seed)
+                .map_err(unprocessable)?;
+            to_value(&RfdiffusionResponse {
+                output_pdb: labelled(design.to_pdb()),
+                elapsed_ms: Some(started.elapsed().as_millis() as u64),
+            })
+        }))
     }
 
     /// ProteinMPNN, for real: designs for the chosen chains, the others held fixed.
-    pub fn proteinmpnn(&self, request: Value) -> Outcome {
+    pub fn proteinmpnn(self: &Arc<Self>, request: Value) -> Result<Work, Refusal> {
         let request: ProteinmpnnRequest = parse(request)?;
         if let Some(option) = request.steering_options().first() {
             return Err(unprocessable(format!(
@@ -170,6 +185,12 @@ impl LocalTools {
         if !(1..=MAX_DESIGNS).contains(&request.num_seq_per_target) {
             return Err(unprocessable(format!(
                 "num_seq_per_target must be between 1 and {MAX_DESIGNS}"
+            )));
+        }
+        let total = request.num_seq_per_target as usize * request.sampling_temp.len();
+        if total > MAX_DESIGNS as usize {
+            return Err(unprocessable(format!(
+                "{total} designs asked (num_seq_per_target times temperatures); at most {MAX_DESIGNS}"
             )));
         }
         if request.sampling_temp.is_empty()
@@ -207,6 +228,16 @@ impl LocalTools {
             });
         }
         let input = MpnnInput { chains };
+        let tools = self.clone();
+        Ok(Box::new(move || tools.design(&input, &request, &designed)))
+    }
+
+    fn design(
+        &self,
+        input: &MpnnInput,
+        request: &ProteinmpnnRequest,
+        designed: &[String],
+    ) -> Outcome {
         let model = self.model()?;
         let seed = request.random_seed.unwrap_or_else(rand::random);
         let mut records = vec![FastaRecord {
@@ -225,7 +256,7 @@ impl LocalTools {
         for (t, temperature) in request.sampling_temp.iter().enumerate() {
             let designs = model
                 .design(
-                    &input,
+                    input,
                     request.num_seq_per_target as usize,
                     *temperature as f32,
                     seed.wrapping_add(t as u64),
@@ -258,7 +289,7 @@ impl LocalTools {
 
     /// AlphaFold2-Multimer stand-in: the chains docked as ideal geometry, ranked by the
     /// stand-in's confidence model.
-    pub fn multimer(&self, request: Value) -> Outcome {
+    pub fn multimer(self: &Arc<Self>, request: Value) -> Result<Work, Refusal> {
         let request: MultimerRequest = parse(request)?;
         if !(2..=MAX_CHAINS).contains(&request.sequences.len()) {
             return Err(unprocessable(format!(
@@ -267,6 +298,12 @@ impl LocalTools {
         }
         for sequence in &request.sequences {
             validate_sequence(sequence, MAX_SEQUENCE).map_err(unprocessable)?;
+        }
+        let residues: usize = request.sequences.iter().map(String::len).sum();
+        if residues > MAX_COMPLEX_RESIDUES {
+            return Err(unprocessable(format!(
+                "the complex has {residues} residues, more than the {MAX_COMPLEX_RESIDUES} allowed"
+            )));
         }
         let models = match &request.selected_models {
             Some(selected)
@@ -281,12 +318,14 @@ impl LocalTools {
             Some(selected) => selected.len(),
             None => 5,
         };
-        let predictions =
-            standin::predict_complex(&request.sequences, models).map_err(unprocessable)?;
-        let pdbs: Vec<String> = predictions
-            .into_iter()
-            .map(|p| labelled(p.structure.to_pdb()))
-            .collect();
-        to_value(&pdbs)
+        Ok(Box::new(move || {
+            let predictions =
+                standin::predict_complex(&request.sequences, models).map_err(unprocessable)?;
+            let pdbs: Vec<String> = predictions
+                .into_iter()
+                .map(|p| labelled(p.structure.to_pdb()))
+                .collect();
+            to_value(&pdbs)
+        }))
     }
 }

@@ -8,6 +8,7 @@ pub mod environments;
 pub mod feedback;
 pub mod login;
 pub mod marketplace;
+pub mod protein;
 pub mod runs;
 pub mod settings;
 pub mod spatial;

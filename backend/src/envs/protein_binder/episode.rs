@@ -6,7 +6,9 @@
 
 use lachesis_inference::ChatMessage;
 use lachesis_shared::live::LiveEvent;
-use lachesis_shared::protein::{DesignStage, ProteinEpisodeEvent, ProteinEpisodeStep};
+use lachesis_shared::protein::{
+    DesignStage, ProteinEpisodeEvent, ProteinEpisodeStep, StructureTrace,
+};
 use lachesis_shared::tools::{ToolSpec, check_call, parse_assistant_turn};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -92,6 +94,20 @@ impl Observer<'_> {
                 .await;
         }
     }
+}
+
+/// The trace without residues whose coordinates JSON cannot carry (a non-finite number would be
+/// sent as null and the viewer would drop the whole event).
+fn finite_trace(mut trace: StructureTrace) -> StructureTrace {
+    for chain in &mut trace.chains {
+        chain
+            .residues
+            .retain(|r| r.ca.iter().all(|x| x.is_finite()));
+        for residue in &mut chain.residues {
+            residue.plddt = residue.plddt.filter(|p| p.is_finite());
+        }
+    }
+    trace
 }
 
 /// The score of a confidence figure pair: pLDDT mapped from 50..90 onto 0..1, ipTM as is.

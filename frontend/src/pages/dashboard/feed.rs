@@ -58,8 +58,11 @@ pub fn follow(
                     LiveEvent::Trainer(t) => h.push_trainer(t.clone()),
                     // Chess events are published on game topics, never on a run's.
                     LiveEvent::ChessMove(_) | LiveEvent::ChessGame(_) => {}
-                    // The marketplace feed and tool episodes have their own topics.
-                    LiveEvent::Market(_) | LiveEvent::ToolEpisode(_) | LiveEvent::ArenaVote(_) => {}
+                    // The marketplace feed and tool and protein episodes have their own topics.
+                    LiveEvent::Market(_)
+                    | LiveEvent::ToolEpisode(_)
+                    | LiveEvent::ProteinEpisode(_)
+                    | LiveEvent::ArenaVote(_) => {}
                     // Scenes have their own topic; a run's topic never carries them.
                     LiveEvent::Scene(_) => {}
                 }
