@@ -116,7 +116,7 @@ async fn a_signed_in_browser_sees_posted_groups_arrive_live() {
 }
 
 /// Publishes through the live bridge on the test server's database, as the server's own feed does.
-struct BridgeFeed(sqlx::PgPool);
+struct BridgeFeed(sqlx::PgPool, lachesis_shared::live::Topic);
 
 impl lachesis::envs::in_process::LiveFeed for BridgeFeed {
     fn publish(
@@ -124,8 +124,7 @@ impl lachesis::envs::in_process::LiveFeed for BridgeFeed {
         event: lachesis_shared::live::LiveEvent,
     ) -> futures::future::BoxFuture<'_, ()> {
         Box::pin(async move {
-            let topic = lachesis_shared::live::Topic::Tools;
-            let _ = lachesis::live::bridge::publish(&self.0, &topic, &event).await;
+            let _ = lachesis::live::bridge::publish(&self.0, &self.1, &event).await;
         })
     }
 }
@@ -138,7 +137,10 @@ async fn the_tools_page_shows_episodes_call_by_call() {
 
     check_prerequisites();
     let app = TestApp::spawn().await;
-    let feed = BridgeFeed(lachesis::db::connect(&app.database_url, 2).await.unwrap());
+    let feed = BridgeFeed(
+        lachesis::db::connect(&app.database_url, 2).await.unwrap(),
+        lachesis_shared::live::Topic::Tools,
+    );
     let env = McpToolsEnv::new(&lachesis::envs::EnvOptions::default()).expect("default settings");
     let feeder = async {
         for episode in 0.. {
@@ -192,6 +194,67 @@ async fn the_tools_page_shows_episodes_call_by_call() {
 /// The catbot arena in Chromium, with accounts on and the embedded model answering: a visitor
 /// without an account deals a battle, reads both answers, votes and sees who A and B were, while a
 /// second page's leaderboard counts the vote without a reload (`tests/browser/arena.mjs`).
+
+/// The protein page follows binder design episodes (the scripted designer on the local NIM
+/// services) stage by stage and draws the complex: the timeline shows the four stages done, each
+/// labelled with who answered, and the viewer draws target and binder.
+#[tokio::test]
+async fn the_protein_page_shows_the_pipeline_and_draws_the_complex() {
+    use lachesis::envs::protein_binder::ProteinBinderEnv;
+    use lachesis::envs::protein_binder::episode::Observer;
+    use lachesis::envs::protein_binder::plan::PlanPolicy;
+
+    check_prerequisites();
+    let app = TestApp::spawn().await;
+    let feed = BridgeFeed(
+        lachesis::db::connect(&app.database_url, 2).await.unwrap(),
+        lachesis_shared::live::Topic::Protein,
+    );
+    let env = ProteinBinderEnv::new(&lachesis::envs::EnvOptions::default()).expect("defaults");
+    let policy = PlanPolicy::new(3);
+    let feeder = async {
+        for episode in 0.. {
+            let observer = Observer {
+                feed: Some(&feed),
+                episode,
+            };
+            env.play(0, episode, &policy, &observer)
+                .await
+                .expect("the designer plays");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    };
+    let run = tokio::select! {
+        run = run_script("protein.mjs", &app.base, &[], Duration::from_secs(180)) => run,
+        () = feeder => unreachable!("the feeder plays until the page has seen an episode"),
+    };
+    let report = run.passed();
+    assert_eq!(
+        report["stages"],
+        json!([
+            "target_structure",
+            "binder_backbone",
+            "binder_sequence",
+            "complex_evaluation"
+        ]),
+        "{report:#}"
+    );
+    assert_eq!(
+        report["states"],
+        json!(["done", "done", "done", "done"]),
+        "{report:#}"
+    );
+    assert!(report["chains"].as_u64().unwrap() >= 2, "{report:#}");
+    assert!(report["residues"].as_u64().unwrap() > 29, "{report:#}");
+    assert!(report["lit_pixels"].as_u64().unwrap() >= 500, "{report:#}");
+    let badges = report["backend_badges"].to_string();
+    assert!(
+        badges.contains("not a prediction"),
+        "stand-ins are labelled: {badges}"
+    );
+    assert!(badges.contains("ProteinMPNN on this machine"), "{badges}");
+}
+
 #[tokio::test]
 async fn a_visitor_votes_in_the_catbot_arena_and_the_leaderboard_updates_live() {
     check_prerequisites();

@@ -98,8 +98,12 @@ fn to_value<T: serde::Serialize>(body: &T) -> Outcome {
         .map_err(|e| problem(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
-/// The default place of ProteinMPNN's weights.
+/// Where ProteinMPNN's weights are when none are named: `LACHESIS_PROTEINMPNN_WEIGHTS`, else where
+/// `scripts/ensure-proteinmpnn.sh` puts them.
 pub fn default_weights() -> PathBuf {
+    if let Some(path) = std::env::var_os("LACHESIS_PROTEINMPNN_WEIGHTS") {
+        return PathBuf::from(path);
+    }
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
         .unwrap_or_default();
