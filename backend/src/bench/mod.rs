@@ -10,6 +10,7 @@
 pub mod fanout;
 pub mod generate;
 pub mod mcp;
+pub mod protein;
 
 use std::io::Write;
 use std::sync::Arc;

@@ -275,10 +275,7 @@ pub async fn play(
                         worked_ms: result.worked_ms,
                         backend: result.backend,
                         structure: result.structure.as_ref().map(|s| {
-                            s.trace(
-                                result.stage
-                                    != lachesis_shared::protein::DesignStage::BinderBackbone,
-                            )
+                            finite_trace(s.trace(result.stage != DesignStage::BinderBackbone))
                         }),
                     })
                     .await;
