@@ -191,10 +191,6 @@ async fn the_tools_page_shows_episodes_call_by_call() {
     );
 }
 
-/// The catbot arena in Chromium, with accounts on and the embedded model answering: a visitor
-/// without an account deals a battle, reads both answers, votes and sees who A and B were, while a
-/// second page's leaderboard counts the vote without a reload (`tests/browser/arena.mjs`).
-
 /// The protein page follows binder design episodes (the scripted designer on the local NIM
 /// services) stage by stage and draws the complex: the timeline shows the four stages done, each
 /// labelled with who answered, and the viewer draws target and binder.
@@ -255,6 +251,9 @@ async fn the_protein_page_shows_the_pipeline_and_draws_the_complex() {
     assert!(badges.contains("ProteinMPNN on this machine"), "{badges}");
 }
 
+/// The catbot arena in Chromium, with accounts on and the embedded model answering: a visitor
+/// without an account deals a battle, reads both answers, votes and sees who A and B were, while a
+/// second page's leaderboard counts the vote without a reload (`tests/browser/arena.mjs`).
 #[tokio::test]
 async fn a_visitor_votes_in_the_catbot_arena_and_the_leaderboard_updates_live() {
     check_prerequisites();

@@ -216,6 +216,7 @@ fn step_of(msg: &ServerMsg) -> Option<i64> {
         | LiveEvent::ChessGame(_)
         | LiveEvent::Market(_)
         | LiveEvent::ToolEpisode(_)
+        | LiveEvent::ProteinEpisode(_)
         | LiveEvent::ArenaVote(_) => None,
         // Scene events have no step; these tests publish none.
         LiveEvent::Scene(_) => None,

@@ -316,7 +316,9 @@ impl Viewer {
             // signed in; a game, to whoever may play it.
             None => match topic {
                 Topic::Marketplace | Topic::Arena { .. } => Ok(true),
-                Topic::Scene { .. } | Topic::Tools | Topic::Protein => Ok(!matches!(self, Viewer::Anonymous)),
+                Topic::Scene { .. } | Topic::Tools | Topic::Protein => {
+                    Ok(!matches!(self, Viewer::Anonymous))
+                }
                 Topic::Game { game } => crate::chess::can_watch(self, state, game).await,
                 _ => Ok(self.is_full_rights()),
             },
