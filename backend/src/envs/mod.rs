@@ -114,6 +114,31 @@ impl ScoredSequence {
 }
 
 impl Collected {
+    /// One group of multi-turn dialogues, each its messages, its turns joined into one rollout
+    /// and its score; a dialogue in which the policy never answered is left out.
+    pub fn dialogues<I>(
+        dialogues: I,
+        config: &EnvConfig,
+        policy: &dyn Policy,
+    ) -> Result<Self, EnvError>
+    where
+        I: IntoIterator<Item = Result<(Vec<ChatMessage>, Option<Rollout>, f64), EnvError>>,
+    {
+        let mut sequences = Vec::new();
+        for dialogue in dialogues {
+            let (messages, rollout, score) = dialogue?;
+            if let Some(rollout) = rollout {
+                sequences.push(ScoredSequence {
+                    messages,
+                    rollout,
+                    score,
+                    overrides: None,
+                });
+            }
+        }
+        Ok(Self::group(sequences, config, policy))
+    }
+
     /// One group of `sequences` from `policy` under `config`, and nothing for the backlog.
     pub fn group(sequences: Vec<ScoredSequence>, config: &EnvConfig, policy: &dyn Policy) -> Self {
         Self {

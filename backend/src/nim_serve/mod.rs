@@ -18,7 +18,7 @@ use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use serde_json::{Value, json};
 
 use self::jobs::{Answer, Jobs};
@@ -90,10 +90,22 @@ pub fn router(options: NimServeOptions) -> Router {
         options: options.clone(),
     });
     Router::new()
-        .route(NimTool::Alphafold2.path(), post(alphafold2))
-        .route(NimTool::Rfdiffusion.path(), post(rfdiffusion))
-        .route(NimTool::Proteinmpnn.path(), post(proteinmpnn))
-        .route(NimTool::Multimer.path(), post(multimer))
+        .route(
+            NimTool::Alphafold2.path(),
+            tool_route(NimTool::Alphafold2, LocalTools::alphafold2),
+        )
+        .route(
+            NimTool::Rfdiffusion.path(),
+            tool_route(NimTool::Rfdiffusion, LocalTools::rfdiffusion),
+        )
+        .route(
+            NimTool::Proteinmpnn.path(),
+            tool_route(NimTool::Proteinmpnn, LocalTools::proteinmpnn),
+        )
+        .route(
+            NimTool::Multimer.path(),
+            tool_route(NimTool::Multimer, LocalTools::multimer),
+        )
         .route("/v1/status/{id}", get(status))
         .route(
             READY_PATH,
@@ -101,6 +113,17 @@ pub fn router(options: NimServeOptions) -> Router {
         )
         .layer(DefaultBodyLimit::max(options.max_body_bytes))
         .with_state(state)
+}
+
+/// How a tool checks a request and makes its work.
+type Prepare = fn(&Arc<LocalTools>, Value) -> Result<tools::Work, tools::Refusal>;
+
+fn tool_route(tool: NimTool, prepare: Prepare) -> MethodRouter<Arc<NimState>> {
+    post(
+        move |State(state): State<Arc<NimState>>, headers: HeaderMap, body: Bytes| {
+            submit(state, tool, headers, body, prepare)
+        },
+    )
 }
 
 /// Serves the tools on `bind` until the process ends.
@@ -178,16 +201,13 @@ fn answer_response(answer: Answer, backend: &'static str) -> Response {
 }
 
 /// Runs one tool's request as a job and answers as NVCF does.
-async fn submit<F>(
+async fn submit(
     state: Arc<NimState>,
     tool: NimTool,
     headers: HeaderMap,
     body: Bytes,
-    work: F,
-) -> Response
-where
-    F: FnOnce(&Arc<LocalTools>, Value) -> Result<tools::Work, tools::Refusal>,
-{
+    work: Prepare,
+) -> Response {
     let backend = tools::backend_of(tool);
     let index = tool as usize;
     let drill = state.failures_left[index]
@@ -290,60 +310,4 @@ async fn status(
             HeaderMap::new(),
         ),
     }
-}
-
-async fn alphafold2(
-    State(state): State<Arc<NimState>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    submit(
-        state,
-        NimTool::Alphafold2,
-        headers,
-        body,
-        LocalTools::alphafold2,
-    )
-    .await
-}
-
-async fn rfdiffusion(
-    State(state): State<Arc<NimState>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    submit(
-        state,
-        NimTool::Rfdiffusion,
-        headers,
-        body,
-        LocalTools::rfdiffusion,
-    )
-    .await
-}
-
-async fn proteinmpnn(
-    State(state): State<Arc<NimState>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    submit(
-        state,
-        NimTool::Proteinmpnn,
-        headers,
-        body,
-        LocalTools::proteinmpnn,
-    )
-    .await
-}
-
-async fn multimer(State(state): State<Arc<NimState>>, headers: HeaderMap, body: Bytes) -> Response {
-    submit(
-        state,
-        NimTool::Multimer,
-        headers,
-        body,
-        LocalTools::multimer,
-    )
-    .await
 }

@@ -322,20 +322,13 @@ impl Env for McpToolsEnv {
             (0..self.config.group_size).map(|_| self.play(&task, policy)),
         )
         .await;
-        let mut sequences = Vec::new();
-        for episode in episodes {
-            let episode = episode?;
-            let Some(rollout) = episode.rollout else {
-                continue;
-            };
-            sequences.push(ScoredSequence {
-                messages: episode.messages,
-                rollout,
-                score: episode.score,
-                overrides: None,
-            });
-        }
-        Ok(Collected::group(sequences, &self.config, policy))
+        Collected::dialogues(
+            episodes
+                .into_iter()
+                .map(|e| e.map(|e| (e.messages, e.rollout, e.score))),
+            &self.config,
+            policy,
+        )
     }
 
     async fn evaluate(&self, policy: &dyn Policy) -> Result<EvalOutcome, EnvError> {

@@ -28,8 +28,8 @@ use self::nim::client::{EpisodeBudget, NimClient, NimEndpoints, NimLimits};
 use self::targets::Target;
 use super::in_process::{LiveFeed, Showcase};
 use super::{
-    Collected, Env, EnvConfig, EnvError, EnvOptions, EvalOutcome, Item, ScoredSequence, metrics,
-    parse_item, parse_settings, some_item,
+    Collected, Env, EnvConfig, EnvError, EnvOptions, EvalOutcome, Item, metrics, parse_item,
+    parse_settings, some_item,
 };
 use crate::nim_serve::NimServeOptions;
 use crate::policy::{Policy, PolicyRequest};
@@ -384,20 +384,13 @@ impl Env for ProteinBinderEnv {
             }
         }))
         .await;
-        let mut sequences = Vec::new();
-        for episode in episodes {
-            let episode = episode?;
-            let Some(rollout) = episode.rollout else {
-                continue;
-            };
-            sequences.push(ScoredSequence {
-                messages: episode.messages,
-                rollout,
-                score: episode.score,
-                overrides: None,
-            });
-        }
-        Ok(Collected::group(sequences, &self.config, policy))
+        Collected::dialogues(
+            episodes
+                .into_iter()
+                .map(|e| e.map(|e| (e.messages, e.rollout, e.score))),
+            &self.config,
+            policy,
+        )
     }
 
     async fn evaluate(&self, policy: &dyn Policy) -> Result<EvalOutcome, EnvError> {
