@@ -25,6 +25,10 @@ pub struct LearnSettings {
     pub max_loss_pawns: f64,
     /// Added to the return of a sacrifice Stockfish marks `!` or `!!`.
     pub sound_sacrifice_bonus: f64,
+    /// Taken off the return of a sacrifice Stockfish finds unsound: the judge's aggression score
+    /// pays for any material offered, and without a price on the unsound ones the agent learns
+    /// to offer material whatever it costs.
+    pub unsound_sacrifice_penalty: f64,
 }
 
 impl Default for LearnSettings {
@@ -37,6 +41,7 @@ impl Default for LearnSettings {
             loss_weight: 0.2,
             max_loss_pawns: 3.0,
             sound_sacrifice_bonus: 1.0,
+            unsound_sacrifice_penalty: 1.0,
         }
     }
 }
@@ -52,8 +57,9 @@ pub struct Credit {
 }
 
 /// What one judged move is worth to learning: the judge's combined score, less what the move
-/// gives up against Stockfish's best line when Stockfish judged it. Without that term an unsound
-/// sacrifice scores like a sound one on aggression, and the agent learns to throw pieces away.
+/// gives up against Stockfish's best line when Stockfish judged it, plus a bonus for a sound
+/// sacrifice or minus a penalty for an unsound one. Without those terms an unsound sacrifice
+/// scores like a sound one on aggression, and the agent learns to throw pieces away.
 pub fn move_return(reward: &MoveReward, settings: &LearnSettings) -> f64 {
     let lost_pawns = reward.engine.as_ref().map_or(0.0, |engine| {
         f64::from(crate::oracle::loss_cp(engine.best_cp, engine.played_cp)) / 100.0
@@ -62,6 +68,8 @@ pub fn move_return(reward: &MoveReward, settings: &LearnSettings) -> f64 {
     reward.total - settings.loss_weight * lost_pawns.min(settings.max_loss_pawns)
         + if sound_sacrifice {
             settings.sound_sacrifice_bonus
+        } else if reward.material_offered > 0 && reward.engine.is_some() {
+            -settings.unsound_sacrifice_penalty
         } else {
             0.0
         }
@@ -285,9 +293,16 @@ mod tests {
         // A sound sacrifice that loses half a pawn: 0.5 − 0.2·0.5 + 1.0.
         let sound = move_return(&reward(50, 0, Some(MoveMark::Good)), &settings);
         assert!((sound - 1.4).abs() < 1e-12, "{sound}");
-        // Five pawns lost count as three: 0.5 − 0.2·3.
+        // An unsound sacrifice: five pawns lost count as three, and the penalty: 0.5 − 0.2·3 − 1.0.
         let blunder = move_return(&reward(100, -400, Some(MoveMark::Blunder)), &settings);
-        assert!((blunder - (-0.1)).abs() < 1e-12, "{blunder}");
+        assert!((blunder - (-1.1)).abs() < 1e-12, "{blunder}");
+        // The same loss without a sacrifice: 0.5 − 0.2·3.
+        let plain_blunder = MoveReward {
+            material_offered: 0,
+            ..reward(100, -400, Some(MoveMark::Blunder))
+        };
+        let plain_loss = move_return(&plain_blunder, &settings);
+        assert!((plain_loss - (-0.1)).abs() < 1e-12, "{plain_loss}");
         // Without Stockfish's figures the judge's score stands alone.
         let plain = MoveReward {
             engine: None,

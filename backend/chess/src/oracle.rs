@@ -147,10 +147,16 @@ pub enum Soundness {
     Unsound,
 }
 
+/// A sacrifice is sound when it keeps the evaluation within the margin of the best move and
+/// does not leave the mover lost ([`DECISIVE_CP`] or more behind): in a lost position every move
+/// "keeps" the evaluation, and counting those as sound taught the agent to throw pieces away once
+/// a game was gone.
 pub fn soundness(offered_cp: i32, assessment: &Assessment, settings: &OracleSettings) -> Soundness {
     if offered_cp <= 0 {
         Soundness::NoSacrifice
-    } else if assessment.loss_cp() <= settings.unsound_margin_cp {
+    } else if assessment.loss_cp() <= settings.unsound_margin_cp
+        && assessment.played_cp > -DECISIVE_CP
+    {
         Soundness::Sound
     } else {
         Soundness::Unsound
@@ -195,10 +201,13 @@ pub fn verdict(
     let loss = f64::from(assessment.loss_cp());
     let margin = f64::from(settings.unsound_margin_cp.max(1));
     // 10 for no loss, 5 at the margin (the edge of sound), 0 at twice the margin.
-    let soundness_score = if offered > 0 {
-        10.0 * (1.0 - loss / (2.0 * margin)).clamp(0.0, 1.0)
-    } else {
+    let soundness_score = if offered <= 0 {
         5.0
+    } else if assessment.played_cp <= -DECISIVE_CP {
+        // Nothing is held by a sacrifice that leaves the mover lost.
+        0.0
+    } else {
+        10.0 * (1.0 - loss / (2.0 * margin)).clamp(0.0, 1.0)
     };
     let mark = mark(offered, assessment, settings);
     let mates = assessment.played_cp > MATE_CP - 100;

@@ -168,9 +168,21 @@ fn annotations_follow_the_fall_in_winning_chances() {
         mark(300, &at(2_000, 1_500), &settings),
         Some(MoveMark::Brilliant)
     );
+    // A sacrifice that leaves the mover lost holds nothing, though the capped loss is nil.
+    assert_eq!(at(-900, -1_100).loss_cp(), 100);
     assert_eq!(
-        mark(300, &at(-900, -1_100), &settings),
-        Some(MoveMark::Good)
+        soundness(300, &at(-1_200, -1_500), &settings),
+        Soundness::Unsound
+    );
+    assert_eq!(
+        mark(300, &at(-1_200, -1_500), &settings),
+        Some(MoveMark::Inaccuracy)
+    );
+    // Behind, but not by the three pawns that decide a game: a sacrifice can still be sound.
+    assert_eq!(soundness(300, &at(-250, -290), &settings), Soundness::Sound);
+    assert_eq!(
+        soundness(300, &at(-250, -300), &settings),
+        Soundness::Unsound
     );
     assert_eq!(soundness(300, &at(300, 150), &settings), Soundness::Unsound);
     assert_eq!(

@@ -120,6 +120,9 @@ impl AppState {
                 stockfish: None,
                 uses_ratings: config.chess_uses_ratings,
                 searches: Arc::new(tokio::sync::Semaphore::new(config.hosting.chess_searches)),
+                reviews: Arc::new(crate::chess::lanes::ReviewLanes::new(
+                    config.hosting.chess_reviews_per_owner,
+                )),
             }),
             auth: Arc::new(crate::auth::AuthSettings::new(
                 config.auth,

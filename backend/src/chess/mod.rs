@@ -4,6 +4,7 @@
 //! games (with the people's ratings, when they count) as the next game starts.
 
 pub mod cli;
+pub mod lanes;
 pub mod oracle_config;
 mod review;
 pub mod routes;
@@ -49,6 +50,8 @@ pub struct ChessSettings {
     /// The agent's searches running at once, server-wide (`--chess-searches`): each takes a core
     /// for a while, so more games than this wait their turn briefly, then hear "busy".
     pub searches: Arc<tokio::sync::Semaphore>,
+    /// Finished games' reviews, queued per owner (`--chess-reviews-per-owner`).
+    pub reviews: Arc<lanes::ReviewLanes>,
 }
 
 impl Default for ChessSettings {
@@ -58,6 +61,7 @@ impl Default for ChessSettings {
             stockfish: None,
             uses_ratings: true,
             searches: Arc::new(tokio::sync::Semaphore::new(DEFAULT_SEARCHES)),
+            reviews: Arc::default(),
         }
     }
 }

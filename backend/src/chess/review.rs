@@ -27,6 +27,20 @@ pub async fn review(state: &AppState, id: i64) -> Result<(), AppError> {
     let Some(outcome) = game.outcome.clone() else {
         return Ok(());
     };
+    drop(conn);
+    let _lane = state
+        .chess
+        .reviews
+        .enter((game.owner_user, game.owner_team))
+        .await;
+    let mut conn = state.db.acquire().await?;
+    // A request that finished the same game may have reviewed it while this one waited.
+    if store::game(&mut conn, id, false)
+        .await?
+        .is_some_and(|g| g.game_return.is_some())
+    {
+        return Ok(());
+    }
     let moves = store::moves(&mut conn, id).await?;
     drop(conn);
     // The position before each agent move.

@@ -48,6 +48,10 @@ pub struct HostingArgs {
     /// The chess agent's searches running at once, server-wide.
     #[arg(long, env = "LACHESIS_CHESS_SEARCHES")]
     pub chess_searches: Option<usize>,
+    /// Finished games one owner (user or team) may have reviewed at once; its other reviews
+    /// wait, other owners' do not.
+    #[arg(long, env = "LACHESIS_CHESS_REVIEWS_PER_OWNER")]
+    pub chess_reviews_per_owner: Option<usize>,
     /// Seconds a hosted environment's trainer may stop taking groups before the environment's
     /// showcase may run again for its viewers.
     #[arg(long, env = "LACHESIS_TRAINER_IDLE_S")]
@@ -78,6 +82,7 @@ pub struct Hosting {
     pub max_batch_size: i64,
     pub ws_per_address: usize,
     pub chess_searches: usize,
+    pub chess_reviews_per_owner: usize,
     pub trainer_idle: Duration,
     pub request_timeout: Duration,
     pub evaluations_at_once: usize,
@@ -97,6 +102,7 @@ impl Default for Hosting {
             max_batch_size: 65_536,
             ws_per_address: 32,
             chess_searches: crate::chess::DEFAULT_SEARCHES,
+            chess_reviews_per_owner: crate::chess::lanes::DEFAULT_REVIEWS_PER_OWNER,
             trainer_idle: crate::envs::runner::DEFAULT_DETACH_AFTER,
             request_timeout: Duration::from_secs(300),
             // One evaluation keeps the embedded model busy; two would halve everyone's speed.
@@ -168,6 +174,11 @@ impl Hosting {
                 "--chess-searches",
                 args.chess_searches.map(|v| v as i64),
                 d.chess_searches as i64,
+            )? as usize,
+            chess_reviews_per_owner: positive(
+                "--chess-reviews-per-owner",
+                args.chess_reviews_per_owner.map(|v| v as i64),
+                d.chess_reviews_per_owner as i64,
             )? as usize,
             trainer_idle: seconds("--trainer-idle-s", args.trainer_idle_s, d.trainer_idle)?,
             request_timeout: seconds(
@@ -255,6 +266,22 @@ mod tests {
             ..HostingArgs::default()
         };
         assert!(Hosting::resolve(&bad_key).is_err());
+    }
+
+    #[test]
+    fn chess_reviews_are_one_per_owner_unless_a_flag_says_otherwise() {
+        let d = Hosting::resolve(&HostingArgs::default()).unwrap();
+        assert_eq!(d.chess_reviews_per_owner, 1);
+        let two = HostingArgs {
+            chess_reviews_per_owner: Some(2),
+            ..HostingArgs::default()
+        };
+        assert_eq!(Hosting::resolve(&two).unwrap().chess_reviews_per_owner, 2);
+        let none = HostingArgs {
+            chess_reviews_per_owner: Some(0),
+            ..HostingArgs::default()
+        };
+        assert!(Hosting::resolve(&none).is_err());
     }
 
     #[test]
