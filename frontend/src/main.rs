@@ -2,7 +2,7 @@
 //!
 //! Rooms: [`app`] (shell, session, router), [`api`] (typed HTTP client), [`live`] (the WebSocket
 //! client), [`charts`] (SVG line charts), [`pages`] (one module per route), [`table`] (the data
-//! table every page lists things in), [`format`].
+//! table every page lists things in), [`webgl`] (what the 3D views share), [`format`].
 //! Pure logic (chart geometry, smoothing, merging of live events) is unit-tested natively by
 //! `cargo test --workspace`.
 
@@ -13,6 +13,7 @@ mod format;
 mod live;
 mod pages;
 mod table;
+mod webgl;
 
 fn main() {
     console_error_panic_hook::set_once();

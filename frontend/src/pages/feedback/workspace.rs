@@ -272,23 +272,24 @@ fn DoneView(desk: Desk) -> impl IntoView {
             <h2>"Nothing left for you in this queue — thank you"</h2>
             {report}
             <div class="inline">
-                <a
-                    href=api::feedback_export_url(queue, "pairs.jsonl")
-                    download=format!("feedback-{queue}-pairs.jsonl")
-                    rel="external"
-                    data-testid="feedback-export-pairs"
-                >
-                    "Download preference pairs (JSONL)"
-                </a>
-                <a
-                    href=api::feedback_export_url(queue, "ratings.jsonl")
-                    download=format!("feedback-{queue}-ratings.jsonl")
-                    rel="external"
-                    data-testid="feedback-export-ratings"
-                >
-                    "Download ratings (JSONL)"
-                </a>
+                {export_link(queue, "pairs", "Download preference pairs (JSONL)")}
+                {export_link(queue, "ratings", "Download ratings (JSONL)")}
             </div>
         </section>
+    }
+}
+
+/// The link that downloads the queue's export `<what>.jsonl`.
+fn export_link(queue: i64, what: &'static str, text: &'static str) -> impl IntoView {
+    let file = format!("{what}.jsonl");
+    view! {
+        <a
+            href=api::feedback_export_url(queue, &file)
+            download=format!("feedback-{queue}-{file}")
+            rel="external"
+            data-testid=format!("feedback-export-{what}")
+        >
+            {text}
+        </a>
     }
 }

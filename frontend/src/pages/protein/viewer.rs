@@ -1,73 +1,36 @@
 //! The structure viewer: a backbone trace (spheres at the alpha carbons, sticks between chain
 //! neighbours) drawn with three-d on a WebGL2 canvas in a `requestAnimationFrame` loop, slowly
-//! turning unless the reader drags it (drag to orbit, wheel to zoom). Set up as the spatial
-//! viewer is; the canvas reports what it drew in `data-chains` and `data-residues`.
-
-use std::cell::RefCell;
-use std::rc::Rc;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+//! turning unless the reader drags it (drag to orbit, wheel to zoom). Set up by [`crate::webgl`],
+//! as the spatial viewer is; the canvas reports what it drew in `data-chains` and `data-residues`.
 
 use leptos::html::Canvas;
 use leptos::prelude::Effect;
 use leptos::prelude::*;
 use three_d::*;
-use wasm_bindgen::JsCast;
-use wasm_bindgen::closure::Closure;
-use web_sys::{PointerEvent, WebGl2RenderingContext, WheelEvent};
+use web_sys::{PointerEvent, WheelEvent};
 
 use super::geometry::{FIT_RADIUS, Layout};
+use crate::webgl::{self, Frame, Lights, Orbit};
 
 /// Degrees per second of the automatic turn.
 const SPIN: f32 = 10.0;
 const BACKGROUND: (f32, f32, f32) = (0.06, 0.08, 0.11);
 
-/// Where the camera looks from, in degrees and world units, around the origin.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Orbit {
-    yaw: f32,
-    pitch: f32,
-    distance: f32,
-}
-
-impl Default for Orbit {
-    fn default() -> Self {
-        Self {
-            yaw: 0.0,
-            pitch: 15.0,
-            distance: FIT_RADIUS * 2.75,
-        }
-    }
-}
-
-impl Orbit {
-    fn eye(&self) -> Vec3 {
-        let (yaw, pitch) = (self.yaw.to_radians(), self.pitch.to_radians());
-        vec3(
-            self.distance * pitch.cos() * yaw.sin(),
-            self.distance * pitch.sin(),
-            self.distance * pitch.cos() * yaw.cos(),
-        )
-    }
-}
-
-/// glow's context over the browser's WebGL2 one (the host build, for clippy, has no WebGL).
-#[cfg(target_arch = "wasm32")]
-fn gl_context(gl: WebGl2RenderingContext) -> Result<context::Context, String> {
-    Ok(context::Context::from_webgl2_context(gl))
-}
-
-#[cfg(not(target_arch = "wasm32"))]
-fn gl_context(_gl: WebGl2RenderingContext) -> Result<context::Context, String> {
-    Err("WebGL2 exists only in a browser".into())
-}
+/// The camera starts a little above the structure and keeps it in view when zoomed.
+const START: Orbit = Orbit {
+    yaw: 0.0,
+    pitch: 15.0,
+    distance: FIT_RADIUS * 2.75,
+    pitch_limits: (-85.0, 85.0),
+    distance_limits: (FIT_RADIUS * 1.2, FIT_RADIUS * 8.0),
+};
 
 struct Renderer {
     context: Context,
     camera: Camera,
     balls: Gm<InstancedMesh, PhysicalMaterial>,
     sticks: Gm<InstancedMesh, PhysicalMaterial>,
-    lights: (AmbientLight, DirectionalLight, DirectionalLight),
+    lights: Lights,
 }
 
 fn rgb(c: [u8; 3]) -> Srgba {
@@ -75,55 +38,27 @@ fn rgb(c: [u8; 3]) -> Srgba {
 }
 
 impl Renderer {
-    fn new(gl: WebGl2RenderingContext) -> Result<Self, String> {
-        let gl = gl_context(gl)?;
-        // three-d's API takes an Arc; a browser's WebGL context lives on one thread regardless.
-        #[allow(clippy::arc_with_non_send_sync)]
-        let gl = Arc::new(gl);
-        let context = Context::from_gl_context(gl).map_err(|e| e.to_string())?;
-        let empty = Instances {
-            transformations: Vec::new(),
-            texture_transformations: None,
-            colors: Some(Vec::new()),
-        };
-        let material = || {
-            PhysicalMaterial::new_opaque(
-                &context,
-                &CpuMaterial {
-                    albedo: Srgba::WHITE,
-                    roughness: 0.45,
-                    metallic: 0.05,
-                    ..Default::default()
-                },
-            )
-        };
+    fn new(context: Context) -> Self {
+        let empty = webgl::no_instances();
         let lights = (
             AmbientLight::new(&context, 0.45, Srgba::WHITE),
             DirectionalLight::new(&context, 2.0, Srgba::WHITE, vec3(-0.4, -0.8, -0.6)),
             DirectionalLight::new(&context, 0.7, Srgba::WHITE, vec3(0.6, 0.3, 0.7)),
         );
-        let camera = Camera::new_perspective(
-            Viewport::new_at_origo(1, 1),
-            vec3(0.0, 0.0, 12.0),
-            vec3(0.0, 0.0, 0.0),
-            vec3(0.0, 1.0, 0.0),
-            degrees(40.0),
-            0.1,
-            200.0,
-        );
-        Ok(Self {
+        let camera = webgl::camera(vec3(0.0, 0.0, 12.0), vec3(0.0, 0.0, 0.0), 40.0);
+        Self {
             balls: Gm::new(
                 InstancedMesh::new(&context, &empty, &CpuMesh::sphere(16)),
-                material(),
+                webgl::white_material(&context, 0.45),
             ),
             sticks: Gm::new(
                 InstancedMesh::new(&context, &empty, &CpuMesh::cylinder(12)),
-                material(),
+                webgl::white_material(&context, 0.45),
             ),
             context,
             camera,
             lights,
-        })
+        }
     }
 
     fn set_layout(&mut self, layout: &Layout) {
@@ -166,31 +101,23 @@ impl Renderer {
     }
 
     fn set_view(&mut self, orbit: &Orbit, width: u32, height: u32) {
-        self.camera
-            .set_viewport(Viewport::new_at_origo(width.max(1), height.max(1)));
-        self.camera
-            .set_view(orbit.eye(), vec3(0.0, 0.0, 0.0), vec3(0.0, 1.0, 0.0));
+        orbit.aim(&mut self.camera, vec3(0.0, 0.0, 0.0), width, height);
     }
 
     fn render(&self) {
-        let viewport = self.camera.viewport();
-        let (ambient, key, fill) = &self.lights;
-        let lights: [&dyn Light; 3] = [ambient, key, fill];
-        let (r, g, b) = BACKGROUND;
-        RenderTarget::screen(&self.context, viewport.width, viewport.height)
-            .clear(ClearState::color_and_depth(r, g, b, 1.0, 1.0))
-            .render(
-                &self.camera,
-                self.balls.into_iter().chain(&self.sticks),
-                &lights,
-            );
+        webgl::render(
+            &self.context,
+            &self.camera,
+            &self.lights,
+            BACKGROUND,
+            self.balls.into_iter().chain(&self.sticks),
+        );
     }
 }
 
 /// What one frame needs from the component.
 #[derive(Clone, Copy)]
 struct Shared {
-    renderer: StoredValue<Option<Rc<RefCell<Renderer>>>, LocalStorage>,
     orbit: StoredValue<Orbit, LocalStorage>,
     /// A new layout waiting for the next frame.
     pending: StoredValue<Option<Layout>, LocalStorage>,
@@ -211,8 +138,7 @@ pub fn StructureViewer(
 ) -> impl IntoView {
     let canvas = NodeRef::<Canvas>::new();
     let shared = Shared {
-        renderer: StoredValue::new_local(None),
-        orbit: StoredValue::new_local(Orbit::default()),
+        orbit: StoredValue::new_local(START),
         pending: StoredValue::new_local(None),
         dragging: StoredValue::new_local(None),
         dirty: StoredValue::new_local(true),
@@ -220,76 +146,35 @@ pub fn StructureViewer(
         spin: RwSignal::new(true),
     };
     let error = RwSignal::new(None::<String>);
-    let alive = Arc::new(AtomicBool::new(true));
-    let stop = alive.clone();
-    on_cleanup(move || stop.store(false, Ordering::Relaxed));
 
     Effect::new(move |_| {
         let next = layout.get();
         shared.pending.set_value(Some(next));
     });
 
-    Effect::new(move |_| {
-        let Some(element) = canvas.get() else {
-            return;
-        };
-        if shared.renderer.get_value().is_some() {
-            return;
-        }
-        let options = js_sys::Object::new();
-        let _ = js_sys::Reflect::set(&options, &"antialias".into(), &true.into());
-        // Kept after compositing so the browser test can read the pixels any time.
-        let _ = js_sys::Reflect::set(&options, &"preserveDrawingBuffer".into(), &true.into());
-        let gl = element
-            .get_context_with_context_options("webgl2", &options)
-            .ok()
-            .flatten()
-            .and_then(|c| c.dyn_into::<WebGl2RenderingContext>().ok());
-        let Some(gl) = gl else {
-            error.set(Some(
-                "This browser has no WebGL2: the 3D view is unavailable.".into(),
-            ));
-            return;
-        };
-        match Renderer::new(gl) {
-            Ok(r) => shared.renderer.set_value(Some(Rc::new(RefCell::new(r)))),
-            Err(e) => {
-                error.set(Some(format!("3D view: {e}")));
-                return;
-            }
-        }
-        start_loop(element, shared, alive.clone());
+    webgl::mount(canvas, &[], error, move |context| {
+        draw_frames(Renderer::new(context), shared)
     });
 
     let device_point = |e: &PointerEvent| (e.offset_x() as f32, e.offset_y() as f32);
     let pointer_down = move |e: PointerEvent| {
         shared.dragging.set_value(Some(device_point(&e)));
-        if let Some(target) = e
-            .target()
-            .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
-        {
-            let _ = target.set_pointer_capture(e.pointer_id());
-        }
+        webgl::capture_pointer(&e);
     };
     let pointer_move = move |e: PointerEvent| {
         let Some((ox, oy)) = shared.dragging.get_value() else {
             return;
         };
         let (x, y) = device_point(&e);
-        shared.orbit.update_value(|o| {
-            o.yaw = (o.yaw - (x - ox) * 0.4).rem_euclid(360.0);
-            o.pitch = (o.pitch + (y - oy) * 0.3).clamp(-85.0, 85.0);
-        });
+        shared
+            .orbit
+            .update_value(|o| o.turn(-(x - ox) * 0.4, (y - oy) * 0.3));
         shared.dragging.set_value(Some((x, y)));
         shared.dirty.set_value(true);
     };
     let pointer_up = move |_e: PointerEvent| shared.dragging.set_value(None);
     let wheel = move |e: WheelEvent| {
-        e.prevent_default();
-        let factor = if e.delta_y() > 0.0 { 1.1 } else { 1.0 / 1.1 };
-        shared.orbit.update_value(|o| {
-            o.distance = (o.distance * factor).clamp(FIT_RADIUS * 1.2, FIT_RADIUS * 8.0);
-        });
+        webgl::wheel_zoom(shared.orbit, &e);
         shared.dirty.set_value(true);
     };
 
@@ -321,67 +206,35 @@ pub fn StructureViewer(
     }
 }
 
-/// Draws every frame (the structure turns) until the component goes; a new layout is handed to
-/// the renderer in the frame after it arrives, and `drawn` says so once it is on screen.
-fn start_loop(element: web_sys::HtmlCanvasElement, shared: Shared, alive: Arc<AtomicBool>) {
-    type Frame = Rc<RefCell<Option<Closure<dyn FnMut(f64)>>>>;
-    let frame: Frame = Rc::new(RefCell::new(None));
-    let again = frame.clone();
-    let mut size = (0u32, 0u32);
+/// Draws every frame (the structure turns); a new layout is handed to the renderer in the frame
+/// after it arrives, and `drawn` says so once it is on screen.
+fn draw_frames(mut renderer: Renderer, shared: Shared) -> impl FnMut(&Frame) {
     let mut last = None::<f64>;
-    *frame.borrow_mut() = Some(Closure::new(move |now: f64| {
-        if !alive.load(Ordering::Relaxed) {
-            // The component is gone: stop asking for frames.
-            return;
-        }
-        let ratio = web_sys::window().map_or(1.0, |w| w.device_pixel_ratio());
-        let width = (f64::from(element.client_width()) * ratio) as u32;
-        let height = (f64::from(element.client_height()) * ratio) as u32;
-        let mut changed = false;
-        if (width, height) != size {
-            element.set_width(width);
-            element.set_height(height);
-            size = (width, height);
-            changed = true;
-        }
-        let elapsed = last.map_or(0.0, |l| ((now - l) / 1000.0).min(0.1) as f32);
-        last = Some(now);
+    move |frame: &Frame| {
+        let elapsed = last.map_or(0.0, |l| ((frame.now - l) / 1000.0).min(0.1) as f32);
+        last = Some(frame.now);
         let turning = shared.spin.get_untracked() && shared.dragging.get_value().is_none();
         if turning {
-            shared
-                .orbit
-                .update_value(|o| o.yaw = (o.yaw + SPIN * elapsed).rem_euclid(360.0));
+            shared.orbit.update_value(|o| o.turn(SPIN * elapsed, 0.0));
         }
-        if let Some(r) = shared.renderer.get_value()
-            && width > 0
-            && height > 0
-        {
-            let mut r = r.borrow_mut();
-            let fresh = shared.pending.try_update_value(Option::take).flatten();
-            let counts = fresh.as_ref().map(|l| (l.chains, l.residues));
-            if let Some(layout) = fresh {
-                r.set_layout(&layout);
-                changed = true;
-            }
-            // A still, unchanged picture is not drawn again.
-            if changed || turning || shared.dirty.get_value() {
-                shared.dirty.set_value(false);
-                r.set_view(&shared.orbit.get_value(), width, height);
-                r.render();
-            }
-            if let Some(counts) = counts {
-                shared.drawn.set(counts);
-            }
+        if frame.width == 0 || frame.height == 0 {
+            return;
         }
-        if let Some(window) = web_sys::window()
-            && let Some(callback) = again.borrow().as_ref()
-        {
-            let _ = window.request_animation_frame(callback.as_ref().unchecked_ref());
+        let mut changed = frame.resized;
+        let fresh = shared.pending.try_update_value(Option::take).flatten();
+        let counts = fresh.as_ref().map(|l| (l.chains, l.residues));
+        if let Some(layout) = fresh {
+            renderer.set_layout(&layout);
+            changed = true;
         }
-    }));
-    if let Some(window) = web_sys::window()
-        && let Some(callback) = frame.borrow().as_ref()
-    {
-        let _ = window.request_animation_frame(callback.as_ref().unchecked_ref());
+        // A still, unchanged picture is not drawn again.
+        if changed || turning || shared.dirty.get_value() {
+            shared.dirty.set_value(false);
+            renderer.set_view(&shared.orbit.get_value(), frame.width, frame.height);
+            renderer.render();
+        }
+        if let Some(counts) = counts {
+            shared.drawn.set(counts);
+        }
     }
 }

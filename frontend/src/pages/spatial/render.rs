@@ -5,6 +5,12 @@
 use lachesis_shared::spatial::{ARENA_HALF_SIZE, Pose, Shape};
 use three_d::*;
 
+pub use crate::webgl::Orbit;
+use crate::webgl::{self, Lights};
+
+/// What the camera looks at: the middle of the ground, a little above it.
+const TARGET: Vec3 = vec3(0.0, 0.3, 0.0);
+
 /// One object to draw.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Drawn {
@@ -44,43 +50,14 @@ pub enum Visual {
     },
 }
 
-/// Where the camera looks from, in degrees and metres.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Orbit {
-    pub yaw: f32,
-    pub pitch: f32,
-    pub distance: f32,
-}
-
-impl Default for Orbit {
-    fn default() -> Self {
-        Self {
-            yaw: 30.0,
-            pitch: 42.0,
-            distance: 11.0,
-        }
-    }
-}
-
-impl Orbit {
-    pub fn turn(&mut self, d_yaw: f32, d_pitch: f32) {
-        self.yaw = (self.yaw + d_yaw).rem_euclid(360.0);
-        self.pitch = (self.pitch + d_pitch).clamp(8.0, 88.0);
-    }
-
-    pub fn zoom(&mut self, factor: f32) {
-        self.distance = (self.distance * factor).clamp(3.0, 40.0);
-    }
-
-    fn eye(&self) -> Vec3 {
-        let (yaw, pitch) = (self.yaw.to_radians(), self.pitch.to_radians());
-        vec3(
-            self.distance * pitch.cos() * yaw.sin(),
-            self.distance * pitch.sin(),
-            self.distance * pitch.cos() * yaw.cos(),
-        )
-    }
-}
+/// Where the camera starts, in degrees and metres, and how far it may turn and zoom.
+pub const START: Orbit = Orbit {
+    yaw: 30.0,
+    pitch: 42.0,
+    distance: 11.0,
+    pitch_limits: (8.0, 88.0),
+    distance_limits: (3.0, 40.0),
+};
 
 const OK_COLOR: Srgba = Srgba::new(40, 190, 80, 110);
 const TODO_COLOR: Srgba = Srgba::new(245, 150, 20, 110);
@@ -98,19 +75,7 @@ pub struct Renderer {
     ground: Gm<Mesh, PhysicalMaterial>,
     axes: Vec<Gm<Mesh, ColorMaterial>>,
     visuals: Vec<Gm<Mesh, ColorMaterial>>,
-    lights: (AmbientLight, DirectionalLight, DirectionalLight),
-}
-
-/// glow's context over the browser's WebGL2 one (the workspace also compiles this crate for the
-/// host, for `cargo clippy --workspace`, where there is no WebGL).
-#[cfg(target_arch = "wasm32")]
-fn gl_context(gl: web_sys::WebGl2RenderingContext) -> Result<context::Context, String> {
-    Ok(context::Context::from_webgl2_context(gl))
-}
-
-#[cfg(not(target_arch = "wasm32"))]
-fn gl_context(_gl: web_sys::WebGl2RenderingContext) -> Result<context::Context, String> {
-    Err("WebGL2 exists only in a browser".into())
+    lights: Lights,
 }
 
 /// A cylinder along Y from -0.5 to 0.5 with radius 1, with caps (three-d's own is an open tube).
@@ -219,34 +184,13 @@ fn srgba(color: [f32; 3], highlighted: bool) -> Srgba {
     Srgba::new(c(color[0]), c(color[1]), c(color[2]), 255)
 }
 
-fn white_material(context: &Context) -> PhysicalMaterial {
-    PhysicalMaterial::new_opaque(
-        context,
-        &CpuMaterial {
-            albedo: Srgba::WHITE,
-            roughness: 0.6,
-            metallic: 0.05,
-            ..Default::default()
-        },
-    )
-}
-
 impl Renderer {
-    pub fn new(gl: web_sys::WebGl2RenderingContext) -> Result<Self, String> {
-        let gl = gl_context(gl)?;
-        // three-d's API takes an Arc; a browser's WebGL context lives on one thread regardless.
-        #[allow(clippy::arc_with_non_send_sync)]
-        let gl = std::sync::Arc::new(gl);
-        let context = Context::from_gl_context(gl).map_err(|e| e.to_string())?;
-        let empty = Instances {
-            transformations: Vec::new(),
-            texture_transformations: None,
-            colors: Some(Vec::new()),
-        };
+    pub fn new(context: Context) -> Self {
+        let empty = webgl::no_instances();
         let instanced = |mesh: &CpuMesh| {
             Gm::new(
                 InstancedMesh::new(&context, &empty, mesh),
-                white_material(&context),
+                webgl::white_material(&context, 0.6),
             )
         };
         let mut ground = Gm::new(
@@ -297,16 +241,8 @@ impl Renderer {
                 vec3(0.7, -0.4, 0.5),
             ),
         );
-        let camera = Camera::new_perspective(
-            Viewport::new_at_origo(1, 1),
-            vec3(0.0, 5.0, 10.0),
-            vec3(0.0, 0.3, 0.0),
-            vec3(0.0, 1.0, 0.0),
-            degrees(45.0),
-            0.1,
-            200.0,
-        );
-        Ok(Self {
+        let camera = webgl::camera(vec3(0.0, 5.0, 10.0), TARGET, 45.0);
+        Self {
             cubes: instanced(&CpuMesh::cube()),
             spheres: instanced(&CpuMesh::sphere(24)),
             cylinders: instanced(&capped_cylinder(28)),
@@ -316,15 +252,11 @@ impl Renderer {
             axes,
             visuals: Vec::new(),
             lights,
-        })
+        }
     }
 
     pub fn set_objects(&mut self, objects: &[Drawn]) {
-        let mut groups: [Instances; 3] = std::array::from_fn(|_| Instances {
-            transformations: Vec::new(),
-            texture_transformations: None,
-            colors: Some(Vec::new()),
-        });
+        let mut groups: [Instances; 3] = std::array::from_fn(|_| webgl::no_instances());
         for o in objects {
             let slot = match o.shape {
                 Shape::Cube { .. } => 0,
@@ -397,17 +329,10 @@ impl Renderer {
     }
 
     pub fn set_view(&mut self, orbit: &Orbit, width: u32, height: u32) {
-        self.camera
-            .set_viewport(Viewport::new_at_origo(width.max(1), height.max(1)));
-        let target = vec3(0.0, 0.3, 0.0);
-        self.camera
-            .set_view(target + orbit.eye(), target, vec3(0.0, 1.0, 0.0));
+        orbit.aim(&mut self.camera, TARGET, width, height);
     }
 
     pub fn render(&self) {
-        let viewport = self.camera.viewport();
-        let (ambient, sun, fill) = &self.lights;
-        let lights: [&dyn Light; 3] = [ambient, sun, fill];
         let objects = self
             .ground
             .into_iter()
@@ -416,9 +341,13 @@ impl Renderer {
             .chain(&self.cylinders)
             .chain(self.axes.iter().flat_map(|a| a.into_iter()))
             .chain(self.visuals.iter().flat_map(|v| v.into_iter()));
-        RenderTarget::screen(&self.context, viewport.width, viewport.height)
-            .clear(ClearState::color_and_depth(0.93, 0.94, 0.96, 1.0, 1.0))
-            .render(&self.camera, objects, &lights);
+        webgl::render(
+            &self.context,
+            &self.camera,
+            &self.lights,
+            (0.93, 0.94, 0.96),
+            objects,
+        );
     }
 
     /// The pixel (from the canvas's top-left, in device pixels) where a point appears.

@@ -4,17 +4,14 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use lachesis_shared::spatial::ARENA_HALF_SIZE;
 use leptos::html::Canvas;
 use leptos::prelude::*;
-use wasm_bindgen::JsCast;
-use wasm_bindgen::closure::Closure;
-use web_sys::{PointerEvent, WebGl2RenderingContext, WheelEvent};
+use web_sys::{PointerEvent, WheelEvent};
 
-use super::render::{Drawn, Orbit, Renderer, Visual};
+use super::render::{Drawn, Orbit, Renderer, START, Visual};
+use crate::webgl::{self, Frame};
 
 /// A text placed over a point of the scene.
 #[derive(Debug, Clone, PartialEq)]
@@ -99,12 +96,11 @@ pub fn SceneViewer(
     let canvas = NodeRef::<Canvas>::new();
     let renderer: StoredValue<Option<Rc<RefCell<Renderer>>>, LocalStorage> =
         StoredValue::new_local(None);
-    let orbit = StoredValue::new_local(Orbit::default());
+    let orbit = StoredValue::new_local(START);
     let pointer = StoredValue::new_local(Pointer::default());
     let dirty = StoredValue::new_local(true);
     let error = RwSignal::new(None::<String>);
     let placed = RwSignal::new(Vec::<(String, String, f32, f32)>::new());
-    let alive = Arc::new(AtomicBool::new(true));
 
     // The model changed: hand it to the renderer and ask for a frame.
     Effect::new(move |_| {
@@ -117,54 +113,13 @@ pub fn SceneViewer(
         dirty.set_value(true);
     });
 
-    let stop = alive.clone();
-    on_cleanup(move || stop.store(false, Ordering::Relaxed));
-
-    Effect::new(move |_| {
-        let Some(element) = canvas.get() else {
-            return;
-        };
-        if renderer.get_value().is_some() {
-            return;
-        }
-        let options = js_sys::Object::new();
-        let _ = js_sys::Reflect::set(&options, &"antialias".into(), &true.into());
-        // Kept after compositing so the page (and the browser test) can read pixels any time.
-        let _ = js_sys::Reflect::set(&options, &"preserveDrawingBuffer".into(), &true.into());
-        let gl = element
-            .get_context_with_context_options("webgl2", &options)
-            .ok()
-            .flatten()
-            .and_then(|c| c.dyn_into::<WebGl2RenderingContext>().ok());
-        let Some(gl) = gl else {
-            error.set(Some(
-                "This browser has no WebGL2: the 3D view is unavailable.".into(),
-            ));
-            return;
-        };
-        let _ = gl.get_extension("EXT_color_buffer_float");
-        match Renderer::new(gl) {
-            Ok(mut r) => {
-                let m = model.get_untracked();
-                r.set_objects(&m.objects);
-                r.set_visuals(&m.visuals);
-                renderer.set_value(Some(Rc::new(RefCell::new(r))));
-            }
-            Err(e) => {
-                error.set(Some(format!("3D view: {e}")));
-                return;
-            }
-        }
-        start_loop(
-            element,
-            renderer,
-            orbit,
-            dirty,
-            model,
-            placed,
-            fps,
-            alive.clone(),
-        );
+    webgl::mount(canvas, &["EXT_color_buffer_float"], error, move |context| {
+        let mut r = Renderer::new(context);
+        let m = model.get_untracked();
+        r.set_objects(&m.objects);
+        r.set_visuals(&m.visuals);
+        renderer.set_value(Some(Rc::new(RefCell::new(r))));
+        draw_frames(renderer, orbit, dirty, model, placed, fps)
     });
 
     let device_point = move |e: &PointerEvent| -> (f32, f32) {
@@ -201,12 +156,7 @@ pub fn SceneViewer(
                 p.orbiting = Some((x, y));
             }
         });
-        if let Some(target) = e
-            .target()
-            .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
-        {
-            let _ = target.set_pointer_capture(e.pointer_id());
-        }
+        webgl::capture_pointer(&e);
     };
 
     let pointer_move = move |e: PointerEvent| {
@@ -252,8 +202,7 @@ pub fn SceneViewer(
     };
 
     let wheel = move |e: WheelEvent| {
-        e.prevent_default();
-        orbit.update_value(|o| o.zoom(if e.delta_y() > 0.0 { 1.1 } else { 1.0 / 1.1 }));
+        webgl::wheel_zoom(orbit, &e);
         dirty.set_value(true);
     };
 
@@ -288,36 +237,25 @@ pub fn SceneViewer(
     }
 }
 
-/// Draws whenever something changed (every frame when measuring fps) until the component goes.
-#[allow(clippy::too_many_arguments)]
-fn start_loop(
-    element: web_sys::HtmlCanvasElement,
+/// Draws whenever something changed (every frame when measuring fps).
+fn draw_frames(
     renderer: StoredValue<Option<Rc<RefCell<Renderer>>>, LocalStorage>,
     orbit: StoredValue<Orbit, LocalStorage>,
     dirty: StoredValue<bool, LocalStorage>,
     model: Signal<SceneModel>,
     placed: RwSignal<Vec<(String, String, f32, f32)>>,
     fps: Option<RwSignal<f64>>,
-    alive: Arc<AtomicBool>,
-) {
-    type Frame = Rc<RefCell<Option<Closure<dyn FnMut(f64)>>>>;
-    let frame: Frame = Rc::new(RefCell::new(None));
-    let again = frame.clone();
-    let mut size = (0u32, 0u32);
+) -> impl FnMut(&Frame) {
     let mut counted = (0u32, None::<f64>);
-    *frame.borrow_mut() = Some(Closure::new(move |now: f64| {
-        if !alive.load(Ordering::Relaxed) {
-            // The component is gone: stop asking for frames. (The closure stays allocated: it
-            // cannot drop itself while running.)
-            return;
-        }
-        let ratio = web_sys::window().map_or(1.0, |w| w.device_pixel_ratio());
-        let width = (f64::from(element.client_width()) * ratio) as u32;
-        let height = (f64::from(element.client_height()) * ratio) as u32;
-        if (width, height) != size {
-            element.set_width(width);
-            element.set_height(height);
-            size = (width, height);
+    move |frame: &Frame| {
+        let Frame {
+            now,
+            width,
+            height,
+            ratio,
+            resized,
+        } = *frame;
+        if resized {
             dirty.set_value(true);
         }
         let measuring = fps.is_some();
@@ -355,15 +293,5 @@ fn start_loop(
                 counted = (0, Some(now));
             }
         }
-        if let Some(window) = web_sys::window()
-            && let Some(callback) = again.borrow().as_ref()
-        {
-            let _ = window.request_animation_frame(callback.as_ref().unchecked_ref());
-        }
-    }));
-    if let Some(window) = web_sys::window()
-        && let Some(callback) = frame.borrow().as_ref()
-    {
-        let _ = window.request_animation_frame(callback.as_ref().unchecked_ref());
     }
 }
