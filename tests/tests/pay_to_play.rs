@@ -3,15 +3,12 @@
 //! first rounds over the cards; a spent budget skips the round with a reason; a replayed round pays
 //! nothing twice; the ledger reconciles afterwards.
 
+use lachesis::envs::pay_to_play::bench;
 use lachesis::ledger::{AccountId, Ledger};
 use lachesis::marketplace::judges::Judges;
-use lachesis::marketplace::panel::{
-    Market, PanelConfig, PanelResult, Round, RoundOutcome, judge_round,
-};
-use lachesis::settlement::Settler;
+use lachesis::marketplace::panel::{Market, PanelConfig, PanelResult, Round, RoundOutcome};
 use lachesis_shared::cats::{CatScenario, CatTask};
 use lachesis_shared::ledger::{AccountKind, MicroUsdc};
-use lachesis_shared::marketplace::PanelChoice;
 use lachesis_tests::fresh_database;
 
 /// One bandit round as the environment runs it: the market as it stands, a replay hearing the
@@ -26,31 +23,17 @@ async fn bandit_round(
 ) -> RoundOutcome {
     let judges = Judges::default();
     let market = Market::load(ledger.pool(), &judges).await.unwrap();
-    let available = ledger.balance(budget).await.unwrap().available.0;
     let before = market.paid_before(ledger.pool(), key).await.unwrap();
-    let chosen = if before.is_empty() {
-        market.bandit_pick(config.panel, available)
-    } else {
-        before
-    };
     let round = Round {
         key,
         budget,
         task,
         answers,
     };
-    judge_round(
-        ledger,
-        &Settler::Simulated,
-        &judges,
-        &market,
-        &round,
-        chosen,
-        PanelChoice::Bandit,
-        config,
-    )
-    .await
-    .unwrap()
+    let replayed = (!before.is_empty()).then_some(before);
+    bench::bandit_round(ledger, &judges, &market, &round, config, replayed)
+        .await
+        .unwrap()
 }
 
 /// A round's result with its cards in slug order: a replay hears the panel it paid before in

@@ -94,12 +94,31 @@ pub struct PolicyArgs {
     pub baseline_accuracy: f64,
 }
 
+/// Which environment, played by which policy.
 #[derive(Debug, Clone, clap::Args)]
-pub struct EnvServeArgs {
+pub struct PlayArgs {
     #[command(flatten)]
     pub env: EnvArgs,
     #[command(flatten)]
     pub policy: PolicyArgs,
+}
+
+impl PlayArgs {
+    /// The policy the flags describe, and the environment it plays (see `build_env`).
+    async fn build(
+        &self,
+        shutdown: &watch::Receiver<bool>,
+    ) -> anyhow::Result<(Arc<dyn Policy>, Arc<dyn Environment>)> {
+        let policy = build_policy(&self.policy)?;
+        let env = build_env(&self.env, &self.policy, &policy, shutdown).await?;
+        Ok((policy, env))
+    }
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct EnvServeArgs {
+    #[command(flatten)]
+    pub play: PlayArgs,
     /// The trajectory API's base URL.
     #[arg(
         long,
@@ -141,9 +160,7 @@ pub struct EnvServeArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct EnvProcessArgs {
     #[command(flatten)]
-    pub env: EnvArgs,
-    #[command(flatten)]
-    pub policy: PolicyArgs,
+    pub play: PlayArgs,
     /// FILE.jsonl to write (replaced if present); the viewer goes to FILE.html.
     #[arg(long)]
     pub out: PathBuf,
@@ -154,9 +171,7 @@ pub struct EnvProcessArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct EnvEvaluateArgs {
     #[command(flatten)]
-    pub env: EnvArgs,
-    #[command(flatten)]
-    pub policy: PolicyArgs,
+    pub play: PlayArgs,
     /// The directory for metrics.json and samples.jsonl.
     #[arg(long)]
     pub out: PathBuf,
@@ -173,9 +188,8 @@ pub async fn run(cmd: EnvCommand) -> anyhow::Result<()> {
             }
         }
         EnvCommand::Serve(args) => {
-            let policy = build_policy(&args.policy)?;
             let (stop, shutdown) = watch::channel(false);
-            let env = build_env(&args.env, &args.policy, &policy, &shutdown).await?;
+            let (policy, env) = args.play.build(&shutdown).await?;
             tokio::spawn(async move {
                 crate::signals::shutdown_signal().await;
                 let _ = stop.send(true);
@@ -183,7 +197,7 @@ pub async fn run(cmd: EnvCommand) -> anyhow::Result<()> {
             let config = runner_config(&args);
             let report = super::runner::run(&args.api, env.as_ref(), policy, config, shutdown)
                 .await
-                .with_context(|| format!("serving {} to {}", args.env.name, args.api))?;
+                .with_context(|| format!("serving {} to {}", args.play.env.name, args.api))?;
             println!(
                 "stopped ({:?}): {} groups sent, dropped {} for equal scores and {} as too long, \
                  {} failed to send",
@@ -195,9 +209,8 @@ pub async fn run(cmd: EnvCommand) -> anyhow::Result<()> {
             );
         }
         EnvCommand::Process(args) => {
-            let policy = build_policy(&args.policy)?;
             let (_stop, shutdown) = watch::channel(false);
-            let env = build_env(&args.env, &args.policy, &policy, &shutdown).await?;
+            let (policy, env) = args.play.build(&shutdown).await?;
             let config = ProcessConfig::new(&args.out, args.groups);
             let report = super::process::process(env.as_ref(), policy.as_ref(), &config).await?;
             println!(
@@ -208,12 +221,11 @@ pub async fn run(cmd: EnvCommand) -> anyhow::Result<()> {
             );
         }
         EnvCommand::Evaluate(args) => {
-            let policy = build_policy(&args.policy)?;
             let (_stop, shutdown) = watch::channel(false);
-            let env = build_env(&args.env, &args.policy, &policy, &shutdown).await?;
+            let (policy, env) = args.play.build(&shutdown).await?;
             let config = EvaluateConfig {
                 out_dir: args.out.clone(),
-                model_name: args.policy.model_name.clone(),
+                model_name: args.play.policy.model_name.clone(),
                 task_name: args.task.clone(),
                 generation_parameters: Map::new(),
             };
@@ -387,14 +399,17 @@ mod tests {
         let EnvCommand::Serve(args) = cli.command else {
             panic!("expected serve");
         };
-        assert_eq!(args.policy.policy, PolicyKind::Vllm);
-        assert_eq!(args.policy.servers.len(), 2);
-        assert_eq!(args.env.group_size, Some(16));
+        assert_eq!(args.play.policy.policy, PolicyKind::Vllm);
+        assert_eq!(args.play.policy.servers.len(), 2);
+        assert_eq!(args.play.env.group_size, Some(16));
         assert_eq!(
-            args.env.settings[0],
+            args.play.env.settings[0],
             ("max_operand".into(), Value::from(50))
         );
-        assert_eq!(args.env.settings[1], ("note".into(), Value::from("hi")));
+        assert_eq!(
+            args.play.env.settings[1],
+            ("note".into(), Value::from("hi"))
+        );
         let config = runner_config(&args);
         assert_eq!(config.run, "exp1");
         assert!(config.ensure_scores_are_not_same);
@@ -425,18 +440,20 @@ mod tests {
         let EnvCommand::Evaluate(mut args) = cli.command else {
             panic!("expected evaluate");
         };
-        args.policy.policy = PolicyKind::Vllm;
-        let err = build_policy(&args.policy).err().expect("no server given");
+        args.play.policy.policy = PolicyKind::Vllm;
+        let err = build_policy(&args.play.policy)
+            .err()
+            .expect("no server given");
         assert!(err.to_string().contains("--server"), "{err}");
-        args.policy.servers = vec!["http://127.0.0.1:9".into()];
-        args.policy.model = Some("/nonexistent/model.gguf".into());
-        let err = build_policy(&args.policy).err().expect("no tokenizer");
+        args.play.policy.servers = vec!["http://127.0.0.1:9".into()];
+        args.play.policy.model = Some("/nonexistent/model.gguf".into());
+        let err = build_policy(&args.play.policy).err().expect("no tokenizer");
         assert!(format!("{err:#}").contains("model.gguf"), "{err:#}");
-        args.policy.policy = PolicyKind::Embedded;
-        assert!(build_policy(&args.policy).is_err());
-        args.policy.model = None;
-        args.policy.policy = PolicyKind::Baseline;
-        assert!(build_policy(&args.policy).is_ok());
+        args.play.policy.policy = PolicyKind::Embedded;
+        assert!(build_policy(&args.play.policy).is_err());
+        args.play.policy.model = None;
+        args.play.policy.policy = PolicyKind::Baseline;
+        assert!(build_policy(&args.play.policy).is_ok());
     }
 
     #[tokio::test]

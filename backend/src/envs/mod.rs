@@ -13,6 +13,7 @@ pub mod cat_caretaker;
 pub mod chess_player;
 pub mod cli;
 pub mod client;
+pub mod episode;
 pub mod evaluate;
 pub mod in_process;
 pub mod mcp_tools;
@@ -33,7 +34,7 @@ use lachesis_shared::atropos::ScoredData;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::policy::{Policy, PolicyError, Rollout};
+use crate::policy::{Policy, PolicyError, PolicyRequest, Rollout};
 
 /// One unit of work (a problem, a scenario): opaque JSON, so the runner can hold items in its
 /// backlog without knowing their type, as atroposlib's `Item = Any` does.
@@ -114,31 +115,6 @@ impl ScoredSequence {
 }
 
 impl Collected {
-    /// One group of multi-turn dialogues, each its messages, its turns joined into one rollout
-    /// and its score; a dialogue in which the policy never answered is left out.
-    pub fn dialogues<I>(
-        dialogues: I,
-        config: &EnvConfig,
-        policy: &dyn Policy,
-    ) -> Result<Self, EnvError>
-    where
-        I: IntoIterator<Item = Result<(Vec<ChatMessage>, Option<Rollout>, f64), EnvError>>,
-    {
-        let mut sequences = Vec::new();
-        for dialogue in dialogues {
-            let (messages, rollout, score) = dialogue?;
-            if let Some(rollout) = rollout {
-                sequences.push(ScoredSequence {
-                    messages,
-                    rollout,
-                    score,
-                    overrides: None,
-                });
-            }
-        }
-        Ok(Self::group(sequences, config, policy))
-    }
-
     /// One group of `sequences` from `policy` under `config`, and nothing for the backlog.
     pub fn group(sequences: Vec<ScoredSequence>, config: &EnvConfig, policy: &dyn Policy) -> Self {
         Self {
@@ -361,6 +337,20 @@ impl EnvConfig {
             ));
         }
         Ok(config)
+    }
+
+    /// A request for `n` completions of `messages` at `temperature`, within this configuration's
+    /// budget, with no tools and no stop strings.
+    pub fn request(&self, messages: Vec<ChatMessage>, n: usize, temperature: f32) -> PolicyRequest {
+        PolicyRequest {
+            messages,
+            n,
+            max_tokens: self.max_tokens,
+            temperature,
+            top_p: self.top_p,
+            stop: Vec::new(),
+            tools: Vec::new(),
+        }
     }
 }
 

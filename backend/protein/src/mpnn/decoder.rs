@@ -232,6 +232,24 @@ impl<'a> Decoding<'a> {
         }
         Ok(self.weights.output.forward(&states)?.to_vec2::<f32>()?)
     }
+
+    /// Decodes `rows` with each track's tokens so far: records the log-probabilities each row's
+    /// position is decoded with, and samples its token where the position is sampled.
+    fn step(&mut self, rows: &[Row], tracks: &mut [Track]) -> Result<(), MpnnError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let tokens: Vec<&[u32]> = tracks.iter().map(|track| track.tokens.as_slice()).collect();
+        let logits = self.run(rows, &tokens)?;
+        for (row, logits) in rows.iter().zip(&logits) {
+            let track = &mut tracks[row.track];
+            track.log_probs[row.position] = log_softmax(logits);
+            if track.sampled[row.position] {
+                track.tokens[row.position] = sample_token(logits, &mut track.sampling);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Log-probabilities of every position with all tokens given, decoded in `order`.
@@ -292,14 +310,7 @@ pub(crate) fn decode(
                 step,
             })
             .collect();
-        if rows.is_empty() {
-            continue;
-        }
-        let tokens: Vec<&[u32]> = tracks.iter().map(|track| track.tokens.as_slice()).collect();
-        let logits = decoding.run(&rows, &tokens)?;
-        for (row, logits) in rows.iter().zip(&logits) {
-            tracks[index].log_probs[row.position] = log_softmax(logits);
-        }
+        decoding.step(&rows, tracks)?;
     }
     let start = opening.iter().copied().min().unwrap_or(0);
     for step in start..encoded.len {
@@ -313,18 +324,7 @@ pub(crate) fn decode(
                 step,
             })
             .collect();
-        if rows.is_empty() {
-            continue;
-        }
-        let tokens: Vec<&[u32]> = tracks.iter().map(|track| track.tokens.as_slice()).collect();
-        let logits = decoding.run(&rows, &tokens)?;
-        for (row, logits) in rows.iter().zip(&logits) {
-            let track = &mut tracks[row.track];
-            track.log_probs[row.position] = log_softmax(logits);
-            if track.sampled[row.position] {
-                track.tokens[row.position] = sample_token(logits, &mut track.sampling);
-            }
-        }
+        decoding.step(&rows, tracks)?;
     }
     Ok(())
 }

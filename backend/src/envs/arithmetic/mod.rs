@@ -263,15 +263,8 @@ impl ArithmeticEnv {
     }
 
     fn request(&self, problem: &Problem, n: usize, temperature: f32) -> PolicyRequest {
-        PolicyRequest {
-            tools: Vec::new(),
-            messages: problem.messages(self.settings.examples),
-            n,
-            max_tokens: self.config.max_tokens,
-            temperature,
-            top_p: self.config.top_p,
-            stop: Vec::new(),
-        }
+        self.config
+            .request(problem.messages(self.settings.examples), n, temperature)
     }
 }
 

@@ -19,8 +19,9 @@ use super::client::McpError;
 use super::sandbox::{Sandbox, ServerKind};
 use super::tasks::Task;
 use crate::envs::EnvError;
-use crate::envs::in_process::LiveFeed;
-use crate::policy::{Policy, PolicyRequest, Rollout, join_turns};
+pub use crate::envs::episode::Observer;
+use crate::envs::episode::{Dialogue, EpisodeStep, next_turn, record_turn};
+use crate::policy::{Policy, PolicyRequest, Rollout};
 
 /// What bounds an episode.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -74,27 +75,18 @@ your working folder. Call tools until the task is done, then reply briefly witho
 /// Longest tool result a viewer is sent (the model may read more).
 const SHOWN_RESULT_CHARS: usize = 600;
 
-/// Where an episode's steps are shown as they happen, if anywhere.
-pub struct Observer<'a> {
-    pub feed: Option<&'a dyn LiveFeed>,
-    pub episode: u64,
+impl EpisodeStep for ToolEpisodeStep {
+    fn into_event(self, episode: u64) -> LiveEvent {
+        LiveEvent::ToolEpisode(ToolEpisodeEvent {
+            episode,
+            step: self,
+        })
+    }
 }
 
-impl Observer<'_> {
-    /// Shown nowhere.
-    pub const NONE: Observer<'static> = Observer {
-        feed: None,
-        episode: 0,
-    };
-
-    async fn emit(&self, step: ToolEpisodeStep) {
-        if let Some(feed) = self.feed {
-            let event = ToolEpisodeEvent {
-                episode: self.episode,
-                step,
-            };
-            feed.publish(LiveEvent::ToolEpisode(event)).await;
-        }
+impl Dialogue for Episode {
+    fn into_dialogue(self) -> (Vec<ChatMessage>, Option<Rollout>, f64) {
+        (self.messages, self.rollout, self.score)
     }
 }
 
@@ -172,26 +164,8 @@ pub async fn play(
         rollout: None,
     };
     'turns: for _ in 0..limits.max_turns {
-        let turn_request = PolicyRequest {
-            messages: episode.messages.clone(),
-            n: 1,
-            tools: tools.clone(),
-            ..request.clone()
-        };
-        let rollout = policy
-            .complete(turn_request)
-            .await?
-            .into_iter()
-            .next()
-            .ok_or_else(|| EnvError::Other("the policy returned no rollout".into()))?;
-        let text = rollout.completion.clone();
-        episode.rollout = Some(match &episode.rollout {
-            Some(earlier) => join_turns(earlier, &rollout).unwrap_or(rollout),
-            None => rollout,
-        });
-        episode
-            .messages
-            .push(ChatMessage::new("assistant", text.clone()));
+        let rollout = next_turn(policy, request, &episode.messages, &tools).await?;
+        let text = record_turn(&mut episode.messages, &mut episode.rollout, rollout);
         let turn = match parse_assistant_turn(&text, limits.max_calls_per_turn) {
             Ok(turn) => turn,
             Err(error) => {

@@ -17,7 +17,6 @@ pub mod tasks;
 #[cfg(test)]
 mod tests;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,6 +30,7 @@ use tokio::sync::OnceCell;
 use self::episode::{Episode, EpisodeLimits, Observer};
 use self::sandbox::{Sandbox, ServerKind, ServerPrograms};
 use self::tasks::{Catalogue, Task};
+use super::episode::EpisodeFeed;
 use super::in_process::{LiveFeed, SHOWCASE_PAUSE, Showcase};
 use super::{
     Collected, Env, EnvConfig, EnvError, EnvOptions, EvalOutcome, Item, ScoredSequence, SeedItem,
@@ -95,8 +95,7 @@ pub struct McpToolsEnv {
     eval_seed: u64,
     catalogue: OnceCell<Catalogue>,
     /// Where the showcase's episodes are shown (the server's tools page).
-    feed: Option<Arc<dyn LiveFeed>>,
-    shown: AtomicU64,
+    shown: EpisodeFeed,
 }
 
 impl McpToolsEnv {
@@ -121,14 +120,13 @@ impl McpToolsEnv {
             rng: Mutex::new(StdRng::seed_from_u64(options.seed)),
             eval_seed: options.seed ^ 0xe7a1,
             catalogue: OnceCell::new(),
-            feed: None,
-            shown: AtomicU64::new(0),
+            shown: EpisodeFeed::default(),
         })
     }
 
     /// Shows the showcase's episodes on `feed`.
     pub fn with_feed(mut self, feed: Arc<dyn LiveFeed>) -> Self {
-        self.feed = Some(feed);
+        self.shown.show_on(feed);
         self
     }
 
@@ -266,15 +264,7 @@ impl McpToolsEnv {
     }
 
     fn request(&self) -> PolicyRequest {
-        PolicyRequest {
-            messages: Vec::new(),
-            n: 1,
-            max_tokens: self.config.max_tokens,
-            temperature: self.config.temperature,
-            top_p: self.config.top_p,
-            stop: Vec::new(),
-            tools: Vec::new(),
-        }
+        self.config.request(Vec::new(), 1, self.config.temperature)
     }
 }
 
@@ -286,11 +276,8 @@ impl Showcase for McpToolsEnv {
     fn show_one<'a>(&'a self, policy: &'a dyn Policy) -> BoxFuture<'a, Result<Duration, EnvError>> {
         Box::pin(async move {
             let task = self.task(SeedItem::draw(&self.rng)).await?;
-            let observer = Observer {
-                feed: self.feed.as_deref(),
-                episode: self.shown.fetch_add(1, Ordering::Relaxed),
-            };
-            self.play_observed(&task, policy, &observer).await?;
+            self.play_observed(&task, policy, &self.shown.next())
+                .await?;
             Ok(SHOWCASE_PAUSE)
         })
     }
@@ -322,13 +309,7 @@ impl Env for McpToolsEnv {
             (0..self.config.group_size).map(|_| self.play(&task, policy)),
         )
         .await;
-        Collected::dialogues(
-            episodes
-                .into_iter()
-                .map(|e| e.map(|e| (e.messages, e.rollout, e.score))),
-            &self.config,
-            policy,
-        )
+        Collected::dialogues(episodes, &self.config, policy)
     }
 
     async fn evaluate(&self, policy: &dyn Policy) -> Result<EvalOutcome, EnvError> {

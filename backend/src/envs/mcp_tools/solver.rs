@@ -45,7 +45,7 @@ impl PlanPolicy {
 
 /// ChatML as bytes: a prompt's tokens for a policy with no tokenizer, laid out so that each
 /// turn's prompt begins with the previous turn's prompt and completion.
-pub(crate) fn chatml_bytes(messages: &[ChatMessage]) -> Vec<u32> {
+fn chatml_bytes(messages: &[ChatMessage]) -> Vec<u32> {
     let rendered: String = messages
         .iter()
         .map(|m| format!("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content))
@@ -54,21 +54,25 @@ pub(crate) fn chatml_bytes(messages: &[ChatMessage]) -> Vec<u32> {
     rendered.bytes().map(u32::from).collect()
 }
 
+/// A scripted policy's turn `text` after `messages`, as a rollout over ChatML bytes.
+pub(crate) fn scripted_rollout(messages: &[ChatMessage], text: String) -> Rollout {
+    // The turn ends with the end-of-turn marker the next prompt renders after it.
+    let completion: Vec<u32> = format!("{text}<|im_end|>\n")
+        .bytes()
+        .map(u32::from)
+        .collect();
+    let prompt = chatml_bytes(messages);
+    let logprobs = vec![0.0; completion.len()];
+    rollout_from_ids(&prompt, &completion, &logprobs, text, Finish::Stop)
+}
+
 impl Policy for PlanPolicy {
     fn name(&self) -> String {
         "planned".into()
     }
 
     fn complete(&self, request: PolicyRequest) -> BoxFuture<'_, Result<Vec<Rollout>, PolicyError>> {
-        let text = self.next_turn(&request.messages);
-        // The turn ends with the end-of-turn marker the next prompt renders after it.
-        let completion: Vec<u32> = format!("{text}<|im_end|>\n")
-            .bytes()
-            .map(u32::from)
-            .collect();
-        let prompt = chatml_bytes(&request.messages);
-        let logprobs = vec![0.0; completion.len()];
-        let rollout = rollout_from_ids(&prompt, &completion, &logprobs, text, Finish::Stop);
+        let rollout = scripted_rollout(&request.messages, self.next_turn(&request.messages));
         Box::pin(async move { Ok(vec![rollout; request.n]) })
     }
 }

@@ -171,6 +171,14 @@ fn task(template: &str, prompt: String, plan: Vec<PlannedCall>, check: Check) ->
     }
 }
 
+/// A task answered with the number its one call returns.
+fn number_task(template: &str, prompt: String, planned: PlannedCall, value: i64) -> Task {
+    Task {
+        answer: PlannedAnswer::NumberFromLastResult,
+        ..task(template, prompt, vec![planned], Check::AnswerIs { value })
+    }
+}
+
 fn write_file(rng: &mut StdRng) -> Task {
     let path = format!("{}.txt", word(rng));
     let content = format!("{} {}", pick(rng, &ADJECTIVES), pick(rng, &NOUNS));
@@ -189,21 +197,20 @@ fn write_file(rng: &mut StdRng) -> Task {
 fn read_and_answer(rng: &mut StdRng) -> Task {
     let path = format!("{}.txt", word(rng));
     let code = rng.random_range(1000..10_000_i64);
-    let mut t = task(
+    let mut t = number_task(
         "read_and_answer",
         format!("The file `{path}` holds a code. Reply with the code, digits only."),
-        vec![call(
+        call(
             ServerKind::Filesystem,
             "read_text_file",
             json!({"path": path}),
-        )],
-        Check::AnswerIs { value: code },
+        ),
+        code,
     );
     t.seeded.push(Seeded {
         path,
         content: format!("The code is {code}.\n"),
     });
-    t.answer = PlannedAnswer::NumberFromLastResult;
     t
 }
 
@@ -361,18 +368,12 @@ fn git_branch(rng: &mut StdRng) -> Task {
 fn sum(rng: &mut StdRng) -> Task {
     let a = rng.random_range(100..100_000_i64);
     let b = rng.random_range(100..100_000_i64);
-    let mut t = task(
+    number_task(
         "sum",
         format!("Use a tool to add {a} and {b}, then reply with the sum, digits only."),
-        vec![call(
-            ServerKind::Everything,
-            "get-sum",
-            json!({"a": a, "b": b}),
-        )],
-        Check::AnswerIs { value: a + b },
-    );
-    t.answer = PlannedAnswer::NumberFromLastResult;
-    t
+        call(ServerKind::Everything, "get-sum", json!({"a": a, "b": b})),
+        a + b,
+    )
 }
 
 /// Whether every planned call names a live tool of its server and passes its live schema.

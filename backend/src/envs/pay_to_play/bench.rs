@@ -21,7 +21,9 @@ use rand::{Rng, SeedableRng};
 use crate::envs::cat_caretaker::data::CatData;
 use crate::ledger::Ledger;
 use crate::marketplace::judges::Judges;
-use crate::marketplace::panel::{Market, PanelConfig, Round, RoundOutcome, judge_round};
+use crate::marketplace::panel::{
+    Market, PanelConfig, PanelError, Round, RoundOutcome, judge_round,
+};
 use crate::settlement::Settler;
 
 #[derive(Debug, clap::Args)]
@@ -128,8 +130,6 @@ pub async fn run(args: &PayToPlayBenchArgs) -> anyhow::Result<PayToPlayBenchRepo
     let mut picks: HashMap<String, usize> = HashMap::new();
     for (episode, (task, answers)) in tasks.iter().enumerate() {
         let market = Market::load(&db, &judges).await?;
-        let available = ledger.balance(budget).await?.available.0;
-        let chosen = market.bandit_pick(args.panel, available);
         let key = format!("{run}/episode/{episode}");
         let round = Round {
             key: &key,
@@ -137,17 +137,7 @@ pub async fn run(args: &PayToPlayBenchArgs) -> anyhow::Result<PayToPlayBenchRepo
             task,
             answers,
         };
-        let outcome = judge_round(
-            &ledger,
-            &Settler::Simulated,
-            &judges,
-            &market,
-            &round,
-            chosen,
-            PanelChoice::Bandit,
-            &config,
-        )
-        .await?;
+        let outcome = bandit_round(&ledger, &judges, &market, &round, &config, None).await?;
         let RoundOutcome::Judged(result) = outcome else {
             anyhow::bail!("a round was skipped with a budget that cannot run out");
         };
@@ -202,6 +192,36 @@ pub async fn run(args: &PayToPlayBenchArgs) -> anyhow::Result<PayToPlayBenchRepo
         spent: MicroUsdc(spent),
         picks,
     })
+}
+
+/// Pays, in the ledger alone, and hears the panel the bandit picks from `market` with what the
+/// round's budget has left, or `replayed`: the panel an earlier run of the round paid.
+pub async fn bandit_round(
+    ledger: &Ledger,
+    judges: &Judges,
+    market: &Market,
+    round: &Round<'_>,
+    config: &PanelConfig,
+    replayed: Option<Vec<usize>>,
+) -> Result<RoundOutcome, PanelError> {
+    let chosen = match replayed {
+        Some(panel) => panel,
+        None => {
+            let available = ledger.balance(round.budget).await?.available.0;
+            market.bandit_pick(config.panel, available)
+        }
+    };
+    judge_round(
+        ledger,
+        &Settler::Simulated,
+        judges,
+        market,
+        round,
+        chosen,
+        PanelChoice::Bandit,
+        config,
+    )
+    .await
 }
 
 /// One card's score of one answer (unreadable counts as the middle, which costs it agreement).

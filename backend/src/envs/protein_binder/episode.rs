@@ -13,41 +13,14 @@ use lachesis_shared::tools::{ToolSpec, check_call, parse_assistant_turn};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::ProteinSettings;
 use super::nim::client::{EpisodeBudget, NimClient};
 use super::pipeline::{self, CallError, PipelineState};
 use super::targets::Target;
 use crate::envs::EnvError;
-use crate::envs::in_process::LiveFeed;
-use crate::policy::{Policy, PolicyRequest, Rollout, join_turns};
-
-/// What bounds an episode and how it is scored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EpisodeRules {
-    pub max_turns: usize,
-    /// Failed attempts at one stage before the episode ends.
-    pub max_failures_per_stage: usize,
-    /// Credit for each of the first three stages reached.
-    pub stage_credit: f64,
-    /// Weights of the complex's confidence figures in the final stage's score (normalised over
-    /// the figures the prediction returned).
-    pub plddt_weight: f64,
-    pub iptm_weight: f64,
-    /// Taken off per malformed, out-of-order or refused call.
-    pub invalid_call_penalty: f64,
-}
-
-impl Default for EpisodeRules {
-    fn default() -> Self {
-        Self {
-            max_turns: 10,
-            max_failures_per_stage: 3,
-            stage_credit: 0.1,
-            plddt_weight: 1.0,
-            iptm_weight: 1.0,
-            invalid_call_penalty: 0.1,
-        }
-    }
-}
+pub use crate::envs::episode::Observer;
+use crate::envs::episode::{Dialogue, EpisodeStep, next_turn, record_turn};
+use crate::policy::{Policy, PolicyRequest, Rollout};
 
 /// A finished episode.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -72,27 +45,18 @@ pub const SYSTEM: &str = "You design protein binders with four tools, called in 
 predict_target_structure, design_binder_backbone, design_binder_sequence, evaluate_complex. \
 Call exactly one tool per turn. After the complex is evaluated, reply briefly without a tool call.";
 
-/// Where an episode's steps are shown as they happen, if anywhere.
-pub struct Observer<'a> {
-    pub feed: Option<&'a dyn LiveFeed>,
-    pub episode: u64,
+impl EpisodeStep for ProteinEpisodeStep {
+    fn into_event(self, episode: u64) -> LiveEvent {
+        LiveEvent::ProteinEpisode(Box::new(ProteinEpisodeEvent {
+            episode,
+            step: self,
+        }))
+    }
 }
 
-impl Observer<'_> {
-    pub const NONE: Observer<'static> = Observer {
-        feed: None,
-        episode: 0,
-    };
-
-    async fn emit(&self, step: ProteinEpisodeStep) {
-        if let Some(feed) = self.feed {
-            let event = ProteinEpisodeEvent {
-                episode: self.episode,
-                step,
-            };
-            feed.publish(LiveEvent::ProteinEpisode(Box::new(event)))
-                .await;
-        }
+impl Dialogue for Episode {
+    fn into_dialogue(self) -> (Vec<ChatMessage>, Option<Rollout>, f64) {
+        (self.messages, self.rollout, self.score)
     }
 }
 
@@ -111,12 +75,13 @@ fn finite_trace(mut trace: StructureTrace) -> StructureTrace {
 }
 
 /// The score of a confidence figure pair: pLDDT mapped from 50..90 onto 0..1, ipTM as is.
-pub fn confidence(plddt: f64, iptm: Option<f64>, rules: &EpisodeRules) -> f64 {
+pub fn confidence(plddt: f64, iptm: Option<f64>, settings: &ProteinSettings) -> f64 {
     let plddt_part = ((plddt - 50.0) / 40.0).clamp(0.0, 1.0);
     match iptm {
-        Some(iptm) if rules.iptm_weight > 0.0 => {
-            let total = rules.plddt_weight + rules.iptm_weight;
-            (rules.plddt_weight * plddt_part + rules.iptm_weight * iptm.clamp(0.0, 1.0)) / total
+        Some(iptm) if settings.iptm_weight > 0.0 => {
+            let total = settings.plddt_weight + settings.iptm_weight;
+            (settings.plddt_weight * plddt_part + settings.iptm_weight * iptm.clamp(0.0, 1.0))
+                / total
         }
         _ => plddt_part,
     }
@@ -129,16 +94,16 @@ pub fn reward(
     plddt: Option<f64>,
     iptm: Option<f64>,
     invalid_calls: usize,
-    rules: &EpisodeRules,
+    settings: &ProteinSettings,
 ) -> f64 {
-    let credit = rules.stage_credit * stages.min(3) as f64;
+    let credit = settings.stage_credit * stages.min(3) as f64;
     let final_part = match (stages, plddt) {
         (4, Some(plddt)) => {
-            (1.0 - 3.0 * rules.stage_credit).max(0.0) * confidence(plddt, iptm, rules)
+            (1.0 - 3.0 * settings.stage_credit).max(0.0) * confidence(plddt, iptm, settings)
         }
         _ => 0.0,
     };
-    credit + final_part - rules.invalid_call_penalty * invalid_calls as f64
+    credit + final_part - settings.invalid_call_penalty * invalid_calls as f64
 }
 
 pub fn prompt(target: &Target) -> String {
@@ -160,7 +125,7 @@ pub async fn play(
     request: &PolicyRequest,
     nim: &NimClient,
     mut budget: EpisodeBudget,
-    rules: &EpisodeRules,
+    settings: &ProteinSettings,
     observer: &Observer<'_>,
 ) -> Result<Episode, EnvError> {
     let tools: Vec<ToolSpec> = pipeline::tool_specs();
@@ -193,32 +158,14 @@ pub async fn play(
         rollout: None,
     };
     let mut failures_this_stage = 0;
-    for _ in 0..rules.max_turns {
+    for _ in 0..settings.max_turns {
         if pipeline::next_stage(&state).is_none() {
             break;
         }
-        let turn_request = PolicyRequest {
-            messages: episode.messages.clone(),
-            n: 1,
-            tools: tools.clone(),
-            ..request.clone()
-        };
         let thinking = std::time::Instant::now();
-        let rollout = policy
-            .complete(turn_request)
-            .await?
-            .into_iter()
-            .next()
-            .ok_or_else(|| EnvError::Other("the policy returned no rollout".into()))?;
+        let rollout = next_turn(policy, request, &episode.messages, &tools).await?;
         episode.model_ms += u64::try_from(thinking.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let text = rollout.completion.clone();
-        episode.rollout = Some(match &episode.rollout {
-            Some(earlier) => join_turns(earlier, &rollout).unwrap_or(rollout),
-            None => rollout,
-        });
-        episode
-            .messages
-            .push(ChatMessage::new("assistant", text.clone()));
+        let text = record_turn(&mut episode.messages, &mut episode.rollout, rollout);
         let call = match parse_assistant_turn(&text, 1) {
             Ok(turn) if turn.calls.len() == 1 => {
                 let call = turn
@@ -291,32 +238,27 @@ pub async fn play(
                 }
                 failures_this_stage += 1;
                 let reason = error.to_string();
-                match (stage, &error) {
+                let step = match (stage, &error) {
                     (Some(stage), CallError::Invalid(_) | CallError::Service(_)) => {
-                        observer
-                            .emit(ProteinEpisodeStep::Answered {
-                                stage,
-                                ok: false,
-                                summary: reason.clone(),
-                                waited_ms: 0,
-                                worked_ms: 0,
-                                backend: lachesis_shared::protein::ToolBackend::Nim,
-                                structure: None,
-                            })
-                            .await;
+                        ProteinEpisodeStep::Answered {
+                            stage,
+                            ok: false,
+                            summary: reason.clone(),
+                            waited_ms: 0,
+                            worked_ms: 0,
+                            backend: lachesis_shared::protein::ToolBackend::Nim,
+                            structure: None,
+                        }
                     }
-                    _ => {
-                        observer
-                            .emit(ProteinEpisodeStep::Refused {
-                                reason: reason.clone(),
-                            })
-                            .await;
-                    }
-                }
+                    _ => ProteinEpisodeStep::Refused {
+                        reason: reason.clone(),
+                    },
+                };
+                observer.emit(step).await;
                 episode
                     .messages
                     .push(ChatMessage::new("tool", format!("Error: {reason}")));
-                if failures_this_stage >= rules.max_failures_per_stage {
+                if failures_this_stage >= settings.max_failures_per_stage {
                     break;
                 }
             }
@@ -330,7 +272,7 @@ pub async fn play(
         state.plddt,
         state.iptm,
         episode.invalid_calls,
-        rules,
+        settings,
     );
     observer
         .emit(ProteinEpisodeStep::Finished {
@@ -349,17 +291,17 @@ mod tests {
 
     #[test]
     fn reward_gives_stage_credit_then_confidence_less_penalties() {
-        let rules = EpisodeRules::default();
-        assert_eq!(reward(0, None, None, 0, &rules), 0.0);
-        assert!((reward(2, None, None, 0, &rules) - 0.2).abs() < 1e-12);
-        assert!((reward(4, Some(90.0), None, 0, &rules) - 1.0).abs() < 1e-12);
-        assert!((reward(4, Some(70.0), None, 0, &rules) - (0.3 + 0.7 * 0.5)).abs() < 1e-12);
-        assert!((reward(4, Some(40.0), None, 1, &rules) - (0.3 - 0.1)).abs() < 1e-12);
+        let settings = ProteinSettings::default();
+        assert_eq!(reward(0, None, None, 0, &settings), 0.0);
+        assert!((reward(2, None, None, 0, &settings) - 0.2).abs() < 1e-12);
+        assert!((reward(4, Some(90.0), None, 0, &settings) - 1.0).abs() < 1e-12);
+        assert!((reward(4, Some(70.0), None, 0, &settings) - (0.3 + 0.7 * 0.5)).abs() < 1e-12);
+        assert!((reward(4, Some(40.0), None, 1, &settings) - (0.3 - 0.1)).abs() < 1e-12);
         // ipTM, where given, weighs as much as pLDDT by default.
-        assert!((reward(4, Some(90.0), Some(0.0), 0, &rules) - (0.3 + 0.7 * 0.5)).abs() < 1e-12);
-        let plddt_only = EpisodeRules {
+        assert!((reward(4, Some(90.0), Some(0.0), 0, &settings) - (0.3 + 0.7 * 0.5)).abs() < 1e-12);
+        let plddt_only = ProteinSettings {
             iptm_weight: 0.0,
-            ..rules
+            ..settings
         };
         assert!((reward(4, Some(90.0), Some(0.0), 0, &plddt_only) - 1.0).abs() < 1e-12);
     }

@@ -14,7 +14,7 @@ pub mod targets;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -23,9 +23,10 @@ use rand::rngs::StdRng;
 use serde::{Deserialize, Serialize};
 use tokio::sync::OnceCell;
 
-use self::episode::{Episode, EpisodeRules, Observer};
+use self::episode::{Episode, Observer};
 use self::nim::client::{EpisodeBudget, NimClient, NimEndpoints, NimLimits};
 use self::targets::Target;
+use super::episode::EpisodeFeed;
 use super::in_process::{LiveFeed, Showcase};
 use super::{
     Collected, Env, EnvConfig, EnvError, EnvOptions, EvalOutcome, Item, metrics, parse_item,
@@ -61,11 +62,17 @@ pub struct ProteinSettings {
     /// Wall time and tool calls one episode may spend.
     pub episode_time_s: u64,
     pub episode_calls: u32,
+    /// Model turns before the episode ends.
     pub max_turns: usize,
+    /// Failed attempts at one stage before the episode ends.
     pub max_failures_per_stage: usize,
+    /// Credit for each of the first three stages reached.
     pub stage_credit: f64,
+    /// Weights of the complex's confidence figures in the final stage's score (normalised over
+    /// the figures the prediction returned).
     pub plddt_weight: f64,
     pub iptm_weight: f64,
+    /// Taken off per malformed, out-of-order or refused call.
     pub invalid_call_penalty: f64,
     /// For the local services: the stand-ins' least latency (exercises 202 polling).
     pub stand_in_latency_ms: u64,
@@ -76,7 +83,6 @@ pub struct ProteinSettings {
 
 impl Default for ProteinSettings {
     fn default() -> Self {
-        let rules = EpisodeRules::default();
         Self {
             targets: Vec::new(),
             debug_target: true,
@@ -90,12 +96,12 @@ impl Default for ProteinSettings {
             max_retries: 3,
             episode_time_s: 1800,
             episode_calls: 12,
-            max_turns: rules.max_turns,
-            max_failures_per_stage: rules.max_failures_per_stage,
-            stage_credit: rules.stage_credit,
-            plddt_weight: rules.plddt_weight,
-            iptm_weight: rules.iptm_weight,
-            invalid_call_penalty: rules.invalid_call_penalty,
+            max_turns: 10,
+            max_failures_per_stage: 3,
+            stage_credit: 0.1,
+            plddt_weight: 1.0,
+            iptm_weight: 1.0,
+            invalid_call_penalty: 0.1,
             stand_in_latency_ms: 0,
             proteinmpnn_weights: None,
             eval_size: 8,
@@ -104,17 +110,6 @@ impl Default for ProteinSettings {
 }
 
 impl ProteinSettings {
-    fn rules(&self) -> EpisodeRules {
-        EpisodeRules {
-            max_turns: self.max_turns,
-            max_failures_per_stage: self.max_failures_per_stage,
-            stage_credit: self.stage_credit,
-            plddt_weight: self.plddt_weight,
-            iptm_weight: self.iptm_weight,
-            invalid_call_penalty: self.invalid_call_penalty,
-        }
-    }
-
     fn check(&self) -> Result<(), EnvError> {
         let bad = |what: &str| Err(EnvError::InvalidOption(format!("{NAME}: {what}")));
         if !(1..=64).contains(&self.max_turns) {
@@ -189,8 +184,8 @@ pub struct ProteinBinderEnv {
     nim: OnceCell<NimClient>,
     next_target: AtomicUsize,
     rng: Mutex<StdRng>,
-    feed: Option<Arc<dyn LiveFeed>>,
-    shown: AtomicU64,
+    /// Where the showcase's and training's episodes are shown.
+    shown: EpisodeFeed,
 }
 
 impl ProteinBinderEnv {
@@ -223,13 +218,12 @@ impl ProteinBinderEnv {
             nim: OnceCell::new(),
             next_target: AtomicUsize::new(0),
             rng: Mutex::new(StdRng::seed_from_u64(options.seed)),
-            feed: None,
-            shown: AtomicU64::new(0),
+            shown: EpisodeFeed::default(),
         })
     }
 
     pub fn with_feed(mut self, feed: Arc<dyn LiveFeed>) -> Self {
-        self.feed = Some(feed);
+        self.shown.show_on(feed);
         self
     }
 
@@ -283,15 +277,7 @@ impl ProteinBinderEnv {
     }
 
     fn request(&self) -> PolicyRequest {
-        PolicyRequest {
-            messages: Vec::new(),
-            n: 1,
-            max_tokens: self.config.max_tokens,
-            temperature: self.config.temperature,
-            top_p: self.config.top_p,
-            stop: Vec::new(),
-            tools: Vec::new(),
-        }
+        self.config.request(Vec::new(), 1, self.config.temperature)
     }
 
     fn budget(&self) -> EpisodeBudget {
@@ -321,7 +307,7 @@ impl ProteinBinderEnv {
             &self.request(),
             nim,
             self.budget(),
-            &self.settings.rules(),
+            &self.settings,
             observer,
         )
         .await
@@ -336,10 +322,7 @@ impl Showcase for ProteinBinderEnv {
     fn show_one<'a>(&'a self, policy: &'a dyn Policy) -> BoxFuture<'a, Result<Duration, EnvError>> {
         Box::pin(async move {
             let target = self.next_target.fetch_add(1, Ordering::Relaxed) % self.targets.len();
-            let observer = Observer {
-                feed: self.feed.as_deref(),
-                episode: self.shown.fetch_add(1, Ordering::Relaxed),
-            };
+            let observer = self.shown.next();
             let seed = super::SeedItem::draw(&self.rng);
             self.play(target, seed, policy, &observer).await?;
             Ok(SHOWCASE_PAUSE)
@@ -369,10 +352,7 @@ impl Env for ProteinBinderEnv {
     async fn collect(&self, item: Item, policy: &dyn Policy) -> Result<Collected, EnvError> {
         let item: DesignItem = parse_item(item)?;
         let episodes = futures::future::join_all((0..self.config.group_size).map(|i| {
-            let observer = Observer {
-                feed: self.feed.as_deref(),
-                episode: self.shown.fetch_add(1, Ordering::Relaxed),
-            };
+            let observer = self.shown.next();
             async move {
                 self.play(
                     item.target,
@@ -384,13 +364,7 @@ impl Env for ProteinBinderEnv {
             }
         }))
         .await;
-        Collected::dialogues(
-            episodes
-                .into_iter()
-                .map(|e| e.map(|e| (e.messages, e.rollout, e.score))),
-            &self.config,
-            policy,
-        )
+        Collected::dialogues(episodes, &self.config, policy)
     }
 
     async fn evaluate(&self, policy: &dyn Policy) -> Result<EvalOutcome, EnvError> {

@@ -14,8 +14,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Map, Value, json};
 
-use crate::envs::mcp_tools::solver::chatml_bytes;
-use crate::policy::{Finish, Policy, PolicyError, PolicyRequest, Rollout, rollout_from_ids};
+use crate::envs::mcp_tools::solver::scripted_rollout;
+use crate::policy::{Policy, PolicyError, PolicyRequest, Rollout};
 
 pub struct PlanPolicy {
     rng: Mutex<StdRng>,
@@ -128,16 +128,7 @@ impl Policy for PlanPolicy {
 
     fn complete(&self, request: PolicyRequest) -> BoxFuture<'_, Result<Vec<Rollout>, PolicyError>> {
         let rollouts = (0..request.n)
-            .map(|_| {
-                let text = self.next_turn(&request.messages);
-                let completion: Vec<u32> = format!("{text}<|im_end|>\n")
-                    .bytes()
-                    .map(u32::from)
-                    .collect();
-                let prompt = chatml_bytes(&request.messages);
-                let logprobs = vec![0.0; completion.len()];
-                rollout_from_ids(&prompt, &completion, &logprobs, text, Finish::Stop)
-            })
+            .map(|_| scripted_rollout(&request.messages, self.next_turn(&request.messages)))
             .collect();
         Box::pin(async move { Ok(rollouts) })
     }

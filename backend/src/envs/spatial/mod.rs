@@ -199,15 +199,8 @@ impl SpatialEnv {
     }
 
     fn request(&self, task: &Task, n: usize, temperature: f32) -> PolicyRequest {
-        PolicyRequest {
-            tools: Vec::new(),
-            messages: messages(task, self.settings.examples),
-            n,
-            max_tokens: self.config.max_tokens,
-            temperature,
-            top_p: self.config.top_p,
-            stop: Vec::new(),
-        }
+        self.config
+            .request(messages(task, self.settings.examples), n, temperature)
     }
 
     fn show(
