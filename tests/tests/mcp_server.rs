@@ -94,18 +94,7 @@ async fn tools_answer_each_team_with_its_own_runs() {
     let tools = a.list_all_tools().await.unwrap();
     let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     names.sort_unstable();
-    assert_eq!(
-        names,
-        [
-            "arena_leaderboard",
-            "evaluation",
-            "list_environments",
-            "list_runs",
-            "recent_groups",
-            "run_metrics",
-            "start_evaluation"
-        ]
-    );
+    assert_eq!(names, lachesis::mcp_server::TOOL_NAMES);
     // The arena's leaderboard is public; with no votes yet it is empty, and an unknown arena is
     // the caller's mistake.
     let board: lachesis_shared::arena::LeaderboardView =

@@ -100,14 +100,19 @@ impl Llama {
         let n_head = md("llama.attention.head_count")?.to_u32()? as usize;
         let n_kv_head = md("llama.attention.head_count_kv")?.to_u32()? as usize;
         let n_layers = md("llama.block_count")?.to_u32()? as usize;
-        let hidden = md("llama.embedding_length")?.to_u32()? as usize;
-        let eps = md("llama.attention.layer_norm_rms_epsilon")?.to_f32()?;
-        let rope_base = md("llama.rope.freq_base")
-            .and_then(|v| v.to_f32())
-            .unwrap_or(10_000.0);
-        let context = md("llama.context_length")
-            .and_then(|v| v.to_u32())
-            .map_or(context_cap, |c| (c as usize).min(context_cap));
+        let shape = Shape {
+            n_head,
+            n_kv_head,
+            hidden: md("llama.embedding_length")?.to_u32()? as usize,
+            eps: md("llama.attention.layer_norm_rms_epsilon")?.to_f32()?,
+            rope_base: md("llama.rope.freq_base")
+                .and_then(|v| v.to_f32())
+                .unwrap_or(10_000.0),
+            context: md("llama.context_length")
+                .and_then(|v| v.to_u32())
+                .map_or(context_cap, |c| (c as usize).min(context_cap)),
+            rope_interleaved: true,
+        };
         let mut tensor = |name: &str| content.tensor(reader, name, device);
         let matmul = |t: QTensor| -> Result<QMatMul> {
             if requantize && SLOW_ON_CPU.contains(&t.dtype()) {
@@ -140,21 +145,7 @@ impl Llama {
                 down: matmul(get("ffn_down")?)?,
             });
         }
-        Self::assemble(
-            embeddings,
-            layers,
-            norm,
-            output,
-            Shape {
-                n_head,
-                n_kv_head,
-                hidden,
-                eps,
-                rope_base,
-                context,
-                rope_interleaved: true,
-            },
-        )
+        Self::assemble(embeddings, layers, norm, output, shape)
     }
 
     /// Checks the attention shape and precomputes the rotary tables.

@@ -158,66 +158,15 @@ mod tests {
     /// Krippendorff's worked example (four coders, twelve units, values 1 to 5, some missing), for
     /// which his computation gives alpha 0.743 (nominal) and 0.849 (interval).
     fn reliability_data() -> Vec<Vec<i64>> {
-        let coders: [[Option<i64>; 12]; 4] = [
-            [
-                Some(1),
-                Some(2),
-                Some(3),
-                Some(3),
-                Some(2),
-                Some(1),
-                Some(4),
-                Some(1),
-                Some(2),
-                None,
-                None,
-                None,
-            ],
-            [
-                Some(1),
-                Some(2),
-                Some(3),
-                Some(3),
-                Some(2),
-                Some(2),
-                Some(4),
-                Some(1),
-                Some(2),
-                Some(5),
-                None,
-                Some(3),
-            ],
-            [
-                None,
-                Some(3),
-                Some(3),
-                Some(3),
-                Some(2),
-                Some(3),
-                Some(4),
-                Some(2),
-                Some(2),
-                Some(5),
-                Some(1),
-                None,
-            ],
-            [
-                Some(1),
-                Some(2),
-                Some(3),
-                Some(3),
-                Some(2),
-                Some(4),
-                Some(4),
-                Some(1),
-                Some(2),
-                Some(5),
-                Some(1),
-                None,
-            ],
+        // One row per coder, one column per unit; 0 marks a unit the coder left out.
+        let coders: [[i64; 12]; 4] = [
+            [1, 2, 3, 3, 2, 1, 4, 1, 2, 0, 0, 0],
+            [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, 0, 3],
+            [0, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, 0],
+            [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, 0],
         ];
         (0..12)
-            .map(|u| coders.iter().filter_map(|c| c[u]).collect())
+            .map(|u| coders.iter().map(|c| c[u]).filter(|&v| v != 0).collect())
             .collect()
     }
 

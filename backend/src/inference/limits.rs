@@ -234,22 +234,40 @@ mod tests {
         InferenceLimits::resolve(&cli.limits)
     }
 
+    /// Asserts every numeric limit, `expected` in the order `InferenceLimits` declares them and
+    /// the two byte sizes in MiB (as their flags take them), naming the one that differs.
+    fn assert_limits(limits: &InferenceLimits, expected: [u64; 13]) {
+        let actual = [
+            ("max_n", limits.max_n as u64, 1),
+            ("kv_budget_bytes", limits.kv_budget_bytes, MIB),
+            ("max_stop_strings", limits.max_stop_strings as u64, 1),
+            ("max_stop_bytes", limits.max_stop_bytes as u64, 1),
+            ("tokens_per_minute", limits.tokens_per_minute, 1),
+            ("burst_tokens", limits.burst_tokens, 1),
+            ("quota_callers", limits.quota_callers as u64, 1),
+            ("max_in_flight", limits.max_in_flight as u64, 1),
+            ("per_caller", limits.per_caller as u64, 1),
+            ("max_tools", limits.max_tools as u64, 1),
+            (
+                "max_tool_schema_bytes",
+                limits.max_tool_schema_bytes as u64,
+                1,
+            ),
+            ("max_lora_adapters", limits.max_lora_adapters as u64, 1),
+            ("max_weights_bytes", limits.max_weights_bytes, MIB),
+        ];
+        for ((name, value, unit), want) in actual.into_iter().zip(expected) {
+            assert_eq!(value, want * unit, "{name}");
+        }
+    }
+
     #[test]
     fn without_flags_the_defaults_apply() {
         let limits = resolve(&[]).unwrap();
-        assert_eq!(limits.max_n, 64);
-        assert_eq!(limits.kv_budget_bytes, 2048 * MIB);
-        assert_eq!(limits.max_stop_strings, 4);
-        assert_eq!(limits.max_stop_bytes, 256);
-        assert_eq!(limits.tokens_per_minute, 200_000);
-        assert_eq!(limits.burst_tokens, 200_000);
-        assert_eq!(limits.quota_callers, 65_536);
-        assert_eq!(limits.max_in_flight, 64);
-        assert_eq!(limits.per_caller, 2);
-        assert_eq!(limits.max_tools, 64);
-        assert_eq!(limits.max_tool_schema_bytes, 65_536);
-        assert_eq!(limits.max_lora_adapters, 2);
-        assert_eq!(limits.max_weights_bytes, 4096 * MIB);
+        let expected = [
+            64, 2048, 4, 256, 200_000, 200_000, 65_536, 64, 2, 64, 65_536, 2, 4096,
+        ];
+        assert_limits(&limits, expected);
         let engine = limits.engine_options();
         assert_eq!(engine.max_active + engine.queue, 64);
     }
@@ -285,19 +303,7 @@ mod tests {
             "7",
         ])
         .unwrap();
-        assert_eq!(limits.max_lora_adapters, 0);
-        assert_eq!(limits.max_weights_bytes, 7 * MIB);
-        assert_eq!(limits.per_caller, 3);
-        assert_eq!(limits.max_tools, 5);
-        assert_eq!(limits.max_tool_schema_bytes, 1000);
-        assert_eq!(limits.max_n, 8);
-        assert_eq!(limits.kv_budget_bytes, 100 * MIB);
-        assert_eq!(limits.max_stop_strings, 2);
-        assert_eq!(limits.max_stop_bytes, 16);
-        assert_eq!(limits.tokens_per_minute, 600);
-        assert_eq!(limits.burst_tokens, 50);
-        assert_eq!(limits.quota_callers, 10);
-        assert_eq!(limits.max_in_flight, 1);
+        assert_limits(&limits, [8, 100, 2, 16, 600, 50, 10, 1, 3, 5, 1000, 0, 7]);
         let engine = limits.engine_options();
         assert_eq!((engine.max_active, engine.queue), (1, 0));
     }

@@ -7,7 +7,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use lachesis_inference::{Engine, Generation, TokenLogprob};
+use lachesis_inference::{Choice, Engine, Generation, TokenLogprob};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -79,8 +79,8 @@ pub async fn completions(
     caller: CallerKey,
     InferenceJson(request): InferenceJson<CompletionRequest>,
 ) -> Result<Json<Value>, InferenceError> {
-    let engine = &engine_for(&state, request.model.as_deref())?;
-    let version = engine.weight_version();
+    let reply = Reply::to(&state, request.model)?;
+    let engine = &reply.engine;
     let prompt = match request.prompt {
         PromptInput::Text(text) => engine.tokenizer().encode(&text)?,
         PromptInput::Tokens(ids) => ids,
@@ -105,31 +105,18 @@ pub async fn completions(
         .sampling
         .to_params(request.max_tokens, request.logprobs.unwrap_or(0))?;
     let generation = sample(&state, engine, &caller, prompt, params).await?;
-    let choices: Vec<Value> = generation
-        .choices
-        .iter()
-        .enumerate()
-        .map(|(index, choice)| {
-            let logprobs = request
-                .logprobs
-                .map(|_| legacy_logprobs(engine, &choice.logprobs));
-            json!({
-                "index": index,
-                "text": choice.text,
-                "logprobs": logprobs,
-                "finish_reason": choice.finish_reason.as_str(),
-            })
+    let shown = |index: usize, choice: &Choice| {
+        let logprobs = request
+            .logprobs
+            .map(|_| legacy_logprobs(engine, &choice.logprobs));
+        json!({
+            "index": index,
+            "text": choice.text,
+            "logprobs": logprobs,
+            "finish_reason": choice.finish_reason.as_str(),
         })
-        .collect();
-    Ok(Json(envelope(
-        "cmpl",
-        "text_completion",
-        request.model,
-        engine,
-        version,
-        choices,
-        &generation,
-    )))
+    };
+    Ok(reply.envelope("cmpl", "text_completion", &generation, shown))
 }
 
 #[derive(Debug, Deserialize)]
@@ -160,8 +147,8 @@ pub async fn chat_completions(
     caller: CallerKey,
     InferenceJson(request): InferenceJson<ChatRequest>,
 ) -> Result<Json<Value>, InferenceError> {
-    let engine = &engine_for(&state, request.model.as_deref())?;
-    let version = engine.weight_version();
+    let reply = Reply::to(&state, request.model)?;
+    let engine = &reply.engine;
     if request.messages.is_empty() {
         return Err(InferenceError::bad(
             "messages must not be empty",
@@ -198,59 +185,71 @@ pub async fn chat_completions(
         .sampling
         .to_params(max_tokens, request.top_logprobs.unwrap_or(0))?;
     let generation = sample(&state, engine, &caller, prompt, params).await?;
-    let choices: Vec<Value> = generation
-        .choices
-        .iter()
-        .enumerate()
-        .map(|(index, choice)| {
-            let logprobs = request.logprobs.then(|| {
-                json!({"content": choice.logprobs.iter()
-                    .filter(|lp| lp.token != engine.tokenizer().eos_token_id())
-                    .map(|lp| chat_token_entry(engine, lp))
-                    .collect::<Vec<_>>()})
-            });
-            let (message, finish_reason) =
-                answer_message(&choice.text, tools_offered, choice.finish_reason.as_str());
-            json!({
-                "index": index,
-                "message": message,
-                "logprobs": logprobs,
-                "finish_reason": finish_reason,
-            })
+    let shown = |index: usize, choice: &Choice| {
+        let logprobs = request.logprobs.then(|| {
+            json!({"content": choice.logprobs.iter()
+                .filter(|lp| lp.token != engine.tokenizer().eos_token_id())
+                .map(|lp| chat_token_entry(engine, lp))
+                .collect::<Vec<_>>()})
+        });
+        let (message, finish_reason) =
+            answer_message(&choice.text, tools_offered, choice.finish_reason.as_str());
+        json!({
+            "index": index,
+            "message": message,
+            "logprobs": logprobs,
+            "finish_reason": finish_reason,
         })
-        .collect();
-    Ok(Json(envelope(
-        "chatcmpl",
-        "chat.completion",
-        request.model,
-        engine,
-        version,
-        choices,
-        &generation,
-    )))
+    };
+    Ok(reply.envelope("chatcmpl", "chat.completion", &generation, shown))
 }
 
-/// The fields every OpenAI completion answer carries around its choices.
-fn envelope(
-    id_prefix: &str,
-    object: &str,
-    model: Option<String>,
-    engine: &Engine,
+/// What a completion answer names besides its choices: the engine the request's `model` picked,
+/// the version of its weights when the request came (before sampling), and that `model`.
+struct Reply {
+    engine: Engine,
     weight_version: i64,
-    choices: Vec<Value>,
-    generation: &Generation,
-) -> Value {
-    json!({
-        "id": request_id(id_prefix),
-        "object": object,
-        "created": unix_now(),
-        "model": model.unwrap_or_else(|| engine.info().name.clone()),
-        "choices": choices,
-        "usage": usage(generation),
-        // Not in OpenAI's answer: which weights answered (0 as loaded, one more per load), so a
-        // rollout from another process can say which policy version produced it.
-        "weight_version": weight_version,
-    })
+    model: Option<String>,
+}
+
+impl Reply {
+    fn to(state: &AppState, model: Option<String>) -> Result<Self, InferenceError> {
+        let engine = engine_for(state, model.as_deref())?;
+        Ok(Self {
+            weight_version: engine.weight_version(),
+            engine,
+            model,
+        })
+    }
+
+    /// `generation`'s choices, each as `choice` shows it at its index, in the fields every OpenAI
+    /// completion answer carries.
+    fn envelope(
+        &self,
+        id_prefix: &str,
+        object: &str,
+        generation: &Generation,
+        choice: impl Fn(usize, &Choice) -> Value,
+    ) -> Json<Value> {
+        let choices: Vec<Value> = generation
+            .choices
+            .iter()
+            .enumerate()
+            .map(|(index, c)| choice(index, c))
+            .collect();
+        let model = self.model.as_deref().unwrap_or(&self.engine.info().name);
+        Json(json!({
+            "id": request_id(id_prefix),
+            "object": object,
+            "created": unix_now(),
+            "model": model,
+            "choices": choices,
+            "usage": usage(generation),
+            // Not in OpenAI's answer: which weights answered (0 as loaded, one more per load), so
+            // a rollout from another process can say which policy version produced it.
+            "weight_version": self.weight_version,
+        }))
+    }
 }
 
 fn usage(generation: &Generation) -> Value {

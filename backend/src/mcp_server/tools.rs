@@ -27,6 +27,17 @@ const DEFAULT_METRIC_POINTS: i64 = 100;
 /// Groups when `recent_groups` is asked for no `limit`.
 const DEFAULT_RECENT_GROUPS: i64 = 10;
 
+/// Every tool's name, sorted: what `tools/list` answers.
+pub const TOOL_NAMES: [&str; 7] = [
+    "arena_leaderboard",
+    "evaluation",
+    "list_environments",
+    "list_runs",
+    "recent_groups",
+    "run_metrics",
+    "start_evaluation",
+];
+
 /// One MCP session's handler; the caller is read from each request, never kept from the first.
 #[derive(Clone)]
 pub struct LachesisMcp {
@@ -152,11 +163,7 @@ impl LachesisMcp {
         Parameters(args): Parameters<MetricsArgs>,
     ) -> Result<CallToolResult, ErrorData> {
         let viewer = caller(&parts)?;
-        let limit = match bounded(args.limit, DEFAULT_METRIC_POINTS, MAX_METRIC_POINTS) {
-            Ok(limit) => limit,
-            Err(e) => return answer::<RunMetricsReport>(Err(e)),
-        };
-        answer(self.metrics(&viewer, &args.run, limit).await)
+        answer(self.metrics(&viewer, args).await)
     }
 
     #[tool(
@@ -170,11 +177,7 @@ impl LachesisMcp {
         Parameters(args): Parameters<GroupsArgs>,
     ) -> Result<CallToolResult, ErrorData> {
         let viewer = caller(&parts)?;
-        let limit = match bounded(args.limit, DEFAULT_RECENT_GROUPS, MAX_RECENT_GROUPS) {
-            Ok(limit) => limit,
-            Err(e) => return answer::<RecentGroups>(Err(e)),
-        };
-        answer(self.groups(&viewer, &args.run, limit).await)
+        answer(self.groups(&viewer, args).await)
     }
 
     #[tool(
@@ -245,10 +248,10 @@ impl LachesisMcp {
     async fn metrics(
         &self,
         viewer: &Viewer,
-        run: &str,
-        limit: i64,
+        args: MetricsArgs,
     ) -> Result<RunMetricsReport, AppError> {
-        let state = &self.state;
+        let (state, run) = (&self.state, &args.run);
+        let limit = bounded(args.limit, DEFAULT_METRIC_POINTS, MAX_METRIC_POINTS)?;
         crate::dashboard::readable_run(state, viewer, run).await?;
         let summary = store::runs(&state.db, &TeamReach::All, Some(run))
             .await?
@@ -266,17 +269,13 @@ impl LachesisMcp {
         })
     }
 
-    async fn groups(
-        &self,
-        viewer: &Viewer,
-        run: &str,
-        limit: i64,
-    ) -> Result<RecentGroups, AppError> {
-        let state = &self.state;
+    async fn groups(&self, viewer: &Viewer, args: GroupsArgs) -> Result<RecentGroups, AppError> {
+        let (state, run) = (&self.state, &args.run);
+        let limit = bounded(args.limit, DEFAULT_RECENT_GROUPS, MAX_RECENT_GROUPS)?;
         crate::dashboard::readable_run(state, viewer, run).await?;
         let summaries = store::latest_groups(&state.db, run, None, None, limit).await?;
         Ok(RecentGroups {
-            run: run.to_string(),
+            run: run.clone(),
             groups: crate::dashboard::with_texts(state, summaries).await?,
         })
     }
@@ -388,18 +387,7 @@ mod tests {
         let tools = LachesisMcp::tool_router().list_all();
         let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
         names.sort_unstable();
-        assert_eq!(
-            names,
-            [
-                "arena_leaderboard",
-                "evaluation",
-                "list_environments",
-                "list_runs",
-                "recent_groups",
-                "run_metrics",
-                "start_evaluation"
-            ]
-        );
+        assert_eq!(names, TOOL_NAMES);
         for tool in &tools {
             let hints = tool.annotations.as_ref().expect("annotated");
             let reads = tool.name != "start_evaluation";

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::tool_chat::{
     WireMessage, WireTool, WireToolCall, calls_from_wire, to_wire_messages, turn_text,
 };
-use super::wire::{OrderedLogprobs, decode, finite, malformed, parse_finish};
+use super::wire::{OrderedLogprobs, Sampling, decode, finite, malformed, parse_finish};
 use super::{Finish, PolicyError, PolicyRequest};
 
 /// The body of `POST /v1/chat/completions`.
@@ -20,10 +20,8 @@ pub struct ChatBody {
     /// Left out when empty: some servers refuse `"tools": []`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<WireTool>,
-    pub n: usize,
-    pub max_tokens: usize,
-    pub temperature: f32,
-    pub top_p: f32,
+    #[serde(flatten)]
+    pub sampling: Sampling,
     /// Left out when empty: some servers refuse `"stop": []`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stop: Vec<String>,
@@ -44,10 +42,7 @@ impl ChatBody {
                 .cloned()
                 .map(WireTool::function)
                 .collect(),
-            n: request.n,
-            max_tokens: request.max_tokens,
-            temperature: request.temperature,
-            top_p: request.top_p,
+            sampling: Sampling::of(request),
             stop: request.stop.clone(),
             logprobs: true,
         })
@@ -59,10 +54,8 @@ impl ChatBody {
 pub struct CompletionBody {
     pub model: String,
     pub prompt: String,
-    pub n: usize,
-    pub max_tokens: usize,
-    pub temperature: f32,
-    pub top_p: f32,
+    #[serde(flatten)]
+    pub sampling: Sampling,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stop: Vec<String>,
     /// The legacy API's "how many alternatives"; 1 is the smallest every server accepts, and the
@@ -75,10 +68,7 @@ impl CompletionBody {
         Self {
             model: model.to_owned(),
             prompt,
-            n: request.n,
-            max_tokens: request.max_tokens,
-            temperature: request.temperature,
-            top_p: request.top_p,
+            sampling: Sampling::of(request),
             stop: request.stop.clone(),
             logprobs: 1,
         }
@@ -315,7 +305,7 @@ fn in_index_order(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::testing::{CHAT_SAMPLE, COMPLETION_SAMPLE};
+    use crate::policy::testing::{CHAT_SAMPLE, COMPLETION_SAMPLE, assert_malformed};
     use lachesis_inference::ChatMessage;
 
     fn request() -> PolicyRequest {
@@ -396,15 +386,7 @@ mod tests {
             r#"{"choices": {}}"#,
             r#"{}"#,
         ];
-        for body in cases {
-            assert!(
-                matches!(
-                    parse_completions(body.as_bytes()),
-                    Err(PolicyError::MalformedResponse(_))
-                ),
-                "{body}"
-            );
-        }
+        assert_malformed(parse_completions, &cases);
     }
 
     #[test]
@@ -422,15 +404,7 @@ mod tests {
             r#"{"choices": [{"finish_reason": "stop"}]}"#,
             r#"{"choices": [{"message": {"content": 3}, "finish_reason": "stop"}]}"#,
         ];
-        for body in cases {
-            assert!(
-                matches!(
-                    parse_chat(body.as_bytes()),
-                    Err(PolicyError::MalformedResponse(_))
-                ),
-                "{body}"
-            );
-        }
+        assert_malformed(parse_chat, &cases);
     }
 
     #[test]

@@ -113,6 +113,19 @@ pub const CHAT_SAMPLE: &str = r#"{
     "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}
 }"#;
 
+/// Asserts that `parse` refuses every one of `bodies` as a malformed answer.
+pub fn assert_malformed<T>(parse: fn(&[u8]) -> Result<T, super::PolicyError>, bodies: &[&str]) {
+    for body in bodies {
+        assert!(
+            matches!(
+                parse(body.as_bytes()),
+                Err(super::PolicyError::MalformedResponse(_))
+            ),
+            "{body}"
+        );
+    }
+}
+
 #[test]
 fn the_byte_tokenizer_maps_bytes_to_their_own_ids() {
     let tokenizer = byte_tokenizer();

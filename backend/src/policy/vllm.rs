@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::client::ServerPool;
 use super::rollout::{expect_choices, rollout_from_ids};
 use super::tool_chat::{ToolChoice, offer_tools};
-use super::wire::{OrderedLogprobs, decode, finite, malformed, parse_finish, quote};
+use super::wire::{OrderedLogprobs, Sampling, decode, finite, malformed, parse_finish, quote};
 use super::{Finish, Policy, PolicyError, PolicyRequest, Rollout};
 
 /// The body of `POST /generate`.
@@ -25,10 +25,8 @@ pub struct GenerateBody {
     pub prompt: PromptIds,
     /// 0 asks vLLM for the sampled token's logprob only (atroposlib sends 0).
     pub logprobs: u32,
-    pub n: usize,
-    pub max_tokens: usize,
-    pub temperature: f32,
-    pub top_p: f32,
+    #[serde(flatten)]
+    pub sampling: Sampling,
     pub stop: Vec<String>,
 }
 
@@ -45,10 +43,7 @@ impl GenerateBody {
                 prompt_token_ids: prompt_ids,
             },
             logprobs: 0,
-            n: request.n,
-            max_tokens: request.max_tokens,
-            temperature: request.temperature,
-            top_p: request.top_p,
+            sampling: Sampling::of(request),
             stop: request.stop.clone(),
         }
     }
@@ -270,6 +265,7 @@ mod tests {
     use super::*;
 
     use crate::policy::testing::VLLM_SAMPLE as SAMPLE;
+    use crate::policy::testing::assert_malformed;
 
     #[test]
     fn a_real_shaped_answer_parses_into_ids_logprobs_and_finishes() {
@@ -322,15 +318,7 @@ mod tests {
             "[]",
             "{\"text\": [\"a\"]",
         ];
-        for body in cases {
-            assert!(
-                matches!(
-                    parse_generate(body.as_bytes()),
-                    Err(PolicyError::MalformedResponse(_))
-                ),
-                "{body}"
-            );
-        }
+        assert_malformed(parse_generate, &cases);
     }
 
     #[test]

@@ -1,19 +1,41 @@
-//! Pieces shared by the parsers of OpenAI and vLLM answers: JSON decoding into typed errors, finish
-//! reasons, and logprob dictionaries whose key order matters.
+//! Pieces shared by the OpenAI and vLLM wire formats: the sampling settings every request body
+//! carries, and for the parsers of their answers JSON decoding into typed errors, finish reasons,
+//! and logprob dictionaries whose key order matters.
 //!
-//! Everything here treats the server's bytes as untrusted: any surprise is a
+//! The parsers treat the server's bytes as untrusted: any surprise is a
 //! [`PolicyError::MalformedResponse`] naming where it was found, never a panic.
 
 use std::fmt;
 
 use serde::de::{DeserializeOwned, MapAccess, Visitor};
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize};
 
-use super::{Finish, PolicyError};
+use super::{Finish, PolicyError, PolicyRequest};
 
 /// Error messages quote at most this much of a server's text, so a huge or hostile body cannot
 /// flood the logs.
 const QUOTE_LIMIT: usize = 200;
+
+/// The sampling settings of a request body, written in its place among the body's own fields
+/// (`#[serde(flatten)]`). `stop` is not among them: the servers disagree on an empty list.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Sampling {
+    pub n: usize,
+    pub max_tokens: usize,
+    pub temperature: f32,
+    pub top_p: f32,
+}
+
+impl Sampling {
+    pub(crate) fn of(request: &PolicyRequest) -> Self {
+        Self {
+            n: request.n,
+            max_tokens: request.max_tokens,
+            temperature: request.temperature,
+            top_p: request.top_p,
+        }
+    }
+}
 
 pub(crate) fn malformed(what: impl fmt::Display) -> PolicyError {
     PolicyError::MalformedResponse(what.to_string())
