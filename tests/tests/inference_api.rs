@@ -5,6 +5,8 @@
 // completions.
 #[path = "inference_api/tool_calls.rs"]
 mod tool_calls;
+#[path = "inference_api/trainer_process.rs"]
+mod trainer_process;
 #[path = "inference_api/weights.rs"]
 mod weights;
 

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::app_with_model;
 
 /// SmolLM2 as the trainer reads it (dequantized), with LoRA r=8 on q and v.
-fn lora_trainer() -> (Trainer, lachesis_inference::ModelTokenizer) {
+pub(super) fn lora_trainer() -> (Trainer, lachesis_inference::ModelTokenizer) {
     let (config, tensors, tokenizer) =
         lachesis_train::gguf::load_gguf(&model_path()).expect("the trainer reads the GGUF");
     let mode = TrainMode::Lora(LoraConfig {
@@ -55,7 +55,7 @@ fn perturb(trainer: &Trainer, salt: f32) {
 }
 
 /// Each token's logprob given the tokens before it, by the trainer's model.
-fn trainer_logprobs(trainer: &Trainer, tokens: &[u32], adapters: bool) -> Vec<f32> {
+pub(super) fn trainer_logprobs(trainer: &Trainer, tokens: &[u32], adapters: bool) -> Vec<f32> {
     let input = Tensor::new(tokens, &Device::Cpu)
         .unwrap()
         .unsqueeze(0)
@@ -76,7 +76,11 @@ fn trainer_logprobs(trainer: &Trainer, tokens: &[u32], adapters: bool) -> Vec<f3
 }
 
 /// The server's logprob of each prompt token after the first, from `/generate`.
-async fn served_logprobs(app: &TestApp, model: Option<&str>, tokens: &[u32]) -> (Vec<f32>, i64) {
+pub(super) async fn served_logprobs(
+    app: &TestApp,
+    model: Option<&str>,
+    tokens: &[u32],
+) -> (Vec<f32>, i64) {
     let mut body = json!({
         "prompt": {"prompt_token_ids": tokens},
         "max_tokens": 1,

@@ -1,0 +1,98 @@
+//! The LoRA loop across processes: a `lachesis train run --sync vllm-lora` process trains on the
+//! server's batches and hot-loads each adapter through `/v1/load_lora_adapter`, as it would into
+//! vLLM. The server then answers the adapter's name with the trainer's last adapter: its weight
+//! version, and logprobs that the trainer's model, rebuilt from the adapter the process wrote,
+//! reproduces.
+
+use std::process::Stdio;
+
+use lachesis_tests::{TestApp, config_for, fresh_database, model_path};
+
+use super::weights::{lora_trainer, served_logprobs, trainer_logprobs};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trainer_process_hot_loads_its_adapter_into_the_running_server() {
+    let mut config = config_for(&fresh_database().await);
+    config.model = Some(model_path());
+    config.envs = vec![
+        r#"arithmetic:{"group_size": 4, "max_tokens": 24, "seed": 5}"#
+            .parse()
+            .unwrap(),
+    ];
+    let app = TestApp::spawn_with(config).await;
+    let scratch = std::env::temp_dir().join(format!("lachesis-lora-loop-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    // A large learning rate, so two steps move the adapter measurably.
+    let output = tokio::process::Command::new(lachesis_tests::lachesis_bin())
+        .args(["train", "run", "--api", &app.base, "--sync", "vllm-lora"])
+        .args(["--vllm-url", &app.base, "--lora-name", "policy"])
+        .arg("--model")
+        .arg(model_path())
+        .args(["--lora-rank", "8", "--lr", "0.02", "--steps", "2"])
+        .args(["--batch-size", "4", "--micro-batch", "4"])
+        .args(["--max-token-len", "512"])
+        .arg("--checkpoint-dir")
+        .arg(&scratch)
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("the trainer runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the trainer failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    // Two syncs: the adapter's second load is what its name answers with.
+    let models = app.get("/v1/models").await;
+    let adapter = models["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["id"] == "policy")
+        .unwrap_or_else(|| panic!("the adapter is listed: {models}"))
+        .clone();
+    assert_eq!(adapter["weight_version"], 2, "{models}");
+
+    // The served adapter is the one the process wrote last, and it moved from the base.
+    let (trainer, tokenizer) = lora_trainer();
+    let tokens = tokenizer
+        .encode("The capital of France is Paris, and the capital of Italy is Rome.")
+        .unwrap();
+    let base = trainer_logprobs(&trainer, &tokens, false);
+    lachesis_train::checkpoint::load_adapter(&trainer.model, &scratch.join("adapter_sync"))
+        .expect("the trainer's last adapter reads back");
+    let adapted = trainer_logprobs(&trainer, &tokens, true);
+    let (served, version) = served_logprobs(&app, Some("policy"), &tokens).await;
+    assert_eq!(version, 2);
+    let (served_base, base_version) = served_logprobs(&app, None, &tokens).await;
+    assert_eq!(base_version, 0, "any other name is still the base model");
+    // What the adapter changes, token by token, as served and as the trainer computes it. The
+    // server's quantization noise is common to both of its answers, so the differences compare
+    // closely even when the adapter moves the logprobs by less than that noise.
+    let served_shift: Vec<f32> = served
+        .iter()
+        .zip(&served_base)
+        .map(|(a, b)| a - b)
+        .collect();
+    let trainer_shift: Vec<f32> = adapted.iter().zip(&base).map(|(a, b)| a - b).collect();
+    let moved = trainer_shift.iter().map(|d| d.abs()).sum::<f32>() / trainer_shift.len() as f32;
+    let disagreement = served_shift
+        .iter()
+        .zip(&trainer_shift)
+        .map(|(s, t)| (s - t).abs())
+        .sum::<f32>()
+        / trainer_shift.len() as f32;
+    eprintln!("adapter shift {moved:.4}, served against trainer {disagreement:.4}");
+    assert!(
+        moved > 0.02,
+        "two steps left the adapter at the base ({moved})"
+    );
+    assert!(
+        disagreement < 0.3 * moved,
+        "the served adapter is not the trainer's: {disagreement} against a shift of {moved}"
+    );
+    let _ = std::fs::remove_dir_all(&scratch);
+}
