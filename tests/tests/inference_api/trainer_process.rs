@@ -28,7 +28,7 @@ async fn a_trainer_process_hot_loads_its_adapter_into_the_running_server() {
         .args(["--vllm-url", &app.base, "--lora-name", "policy"])
         .arg("--model")
         .arg(model_path())
-        .args(["--lora-rank", "8", "--lr", "0.02", "--steps", "2"])
+        .args(["--lora-rank", "8", "--lr", "0.03", "--steps", "2"])
         .args(["--batch-size", "4", "--micro-batch", "4"])
         .args(["--max-token-len", "512"])
         .arg("--checkpoint-dir")
@@ -69,30 +69,22 @@ async fn a_trainer_process_hot_loads_its_adapter_into_the_running_server() {
     assert_eq!(version, 2);
     let (served_base, base_version) = served_logprobs(&app, None, &tokens).await;
     assert_eq!(base_version, 0, "any other name is still the base model");
-    // What the adapter changes, token by token, as served and as the trainer computes it. The
-    // server's quantization noise is common to both of its answers, so the differences compare
-    // closely even when the adapter moves the logprobs by less than that noise.
-    let served_shift: Vec<f32> = served
-        .iter()
-        .zip(&served_base)
-        .map(|(a, b)| a - b)
-        .collect();
-    let trainer_shift: Vec<f32> = adapted.iter().zip(&base).map(|(a, b)| a - b).collect();
-    let moved = trainer_shift.iter().map(|d| d.abs()).sum::<f32>() / trainer_shift.len() as f32;
-    let disagreement = served_shift
-        .iter()
-        .zip(&trainer_shift)
-        .map(|(s, t)| (s - t).abs())
-        .sum::<f32>()
-        / trainer_shift.len() as f32;
-    eprintln!("adapter shift {moved:.4}, served against trainer {disagreement:.4}");
-    assert!(
-        moved > 0.02,
-        "two steps left the adapter at the base ({moved})"
+    // The served answer is the trainer's adapter: within the noise of serving quantized (about
+    // 0.07 nats a token on SmolLM2 at the base, growing as the adapter moves the model), and
+    // several times nearer the adapter than the base model.
+    let mean_gap = |a: &[f32], b: &[f32]| {
+        a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum::<f32>() / a.len() as f32
+    };
+    let to_adapter = mean_gap(&served, &adapted);
+    let to_base = mean_gap(&served, &base);
+    eprintln!(
+        "served against the adapter {to_adapter:.4}, against the base {to_base:.4}, base served {:.4}",
+        mean_gap(&served_base, &base)
     );
+    assert!(to_adapter < 0.25, "{to_adapter}");
     assert!(
-        disagreement < 0.3 * moved,
-        "the served adapter is not the trainer's: {disagreement} against a shift of {moved}"
+        3.0 * to_adapter < to_base,
+        "the served adapter is not the trainer's: {to_adapter} from it, {to_base} from the base"
     );
     let _ = std::fs::remove_dir_all(&scratch);
 }
