@@ -1,6 +1,6 @@
 // The chess board end to end, run by tests/tests/chess_browser.rs against a live server.
 //
-// Opens /chess from the navigation bar, starts a game as White, plays e2-e4 by clicking, waits
+// Opens /chess from the navigation bar, reads the agent's yardstick line, starts a game as White, plays e2-e4 by clicking, waits
 // for the agent's reply over the live socket, plays two more legal moves picked from the board's
 // destination dots (one by dragging, one by clicking), replays and flips the board, resigns,
 // then reads the review (rewards per agent move), rates a move and checks the PGN export.
@@ -22,6 +22,7 @@ const seen = {
   ok: false,
   game: null,
   agent_version: null,
+  agent_rating: null,
   dots_for_e2: [],
   first_reply: null,
   moves_played: [],
@@ -128,6 +129,7 @@ await runInChromium('chess', seen, async (browser) => {
   await page.getByRole('link', { name: 'Chess', exact: true }).click();
   await page.waitForURL((url) => url.pathname === '/chess');
   seen.agent_version = (await page.getByTestId('agent-version').textContent()).trim();
+  seen.agent_rating = (await page.getByTestId('agent-rating').textContent()).trim();
 
   await page.getByTestId('play-white').click();
   await page.waitForURL((url) => /^\/chess\/[^/]+$/.test(url.pathname));

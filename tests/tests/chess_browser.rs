@@ -1,7 +1,8 @@
 //! The chess board end to end: a real Chromium, driven by `tests/browser/chess.mjs`
-//! (playwright-core), plays the DeepSacrifice agent on the real server by clicking and dragging
-//! pieces, resigns, reads the Stockfish-judged review (evaluation graph, marks), rates a move and
-//! downloads the annotated PGN, then opens a game as Black. The server's own record of the first
+//! (playwright-core), reads the agent's recorded Elo in the lobby, plays the DeepSacrifice agent
+//! on the real server by clicking and dragging pieces, resigns, reads the Stockfish-judged review
+//! (evaluation graph, marks), rates a move and downloads the annotated PGN, then opens a game as
+//! Black. The server's own record of the first
 //! game is then checked against what the browser did.
 //!
 //! Needs what `make test` provides: the built frontend (`LACHESIS_STATIC_DIR`), Node with the
@@ -27,15 +28,38 @@ async fn a_person_plays_resigns_rates_and_exports_a_game_in_the_browser() {
     )
     .unwrap()
     .expect("no Stockfish: apt-get install stockfish (make test installs it)");
-    let config = lachesis::config::ServeConfig {
+    let database = fresh_database().await;
+    let app = TestApp::spawn_with(lachesis::config::ServeConfig {
         stockfish: Some(stockfish),
-        ..config_for(&fresh_database().await)
+        ..config_for(&database)
+    })
+    .await;
+    // A yardstick result as `lachesis chess rate --record` stores it, for version 0 (which the
+    // first answer of the agent endpoint creates).
+    app.get("/api/chess/agent").await;
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&database)
+        .await
+        .unwrap();
+    let rating = lachesis::chess::ratings::NewRating {
+        policy_version: 0,
+        elo: Some(811.6),
+        elo_low: Some(704.9),
+        elo_high: Some(903.2),
+        games: 60,
+        calibration_games: 50,
+        sacrifice_rate: 0.042,
     };
-    let app = TestApp::spawn_with(config).await;
+    lachesis::chess::ratings::insert(&mut conn, &rating)
+        .await
+        .unwrap();
 
     let report = run_script("chess.mjs", &app.base, &[], Duration::from_secs(300))
         .await
         .passed();
+    assert_eq!(
+        report["agent_rating"], "Elo 812 (95% 705–903), sacrifice rate 0.04 — version 0",
+        "the lobby shows the recorded Elo"
+    );
     assert_eq!(report["dots_for_e2"], json!(["e3", "e4"]));
     assert_eq!(report["dragged"], true, "one move is made by dragging");
     assert_eq!(

@@ -7,7 +7,8 @@
 //! - [`agent`]: the policy, a softmax over weighted move features at a temperature.
 //! - [`judge`]: the reward model, either the engine judge or an LLM's verdict (strict JSON).
 //! - [`stockfish`] and [`oracle`]: Stockfish over UCI, and soundness and annotations judged by it.
-//! - [`rating`]: the agent's Elo, from games against Stockfish held to fixed strengths.
+//! - [`rating`] and [`rating_fit`]: the agent's Elo, from games against a ladder of fixed opponents
+//!   anchored at Stockfish's `UCI_Elo` 1350, every rating fitted jointly.
 //! - [`learn`]: policy-gradient updates of the weights from judged games.
 //! - [`selfplay`]: games against a fixed baseline, learning as it goes.
 //! - [`player`]: reading a move out of a language model's answer (SAN or UCI).
@@ -19,6 +20,7 @@ pub mod learn;
 pub mod oracle;
 pub mod player;
 pub mod rating;
+pub mod rating_fit;
 pub mod search;
 pub mod selfplay;
 pub mod stockfish;

@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod lanes;
 pub mod oracle_config;
+pub mod ratings;
 mod review;
 pub mod routes;
 mod store;
@@ -374,10 +375,13 @@ async fn publish_game(state: &AppState, game: &GameRow, reviewed: bool) -> Resul
     Ok(())
 }
 
-/// `GET /api/chess/agent`.
+/// `GET /api/chess/agent`, with the latest recorded ratings of the current version and of
+/// version 0.
 pub async fn agent_info(state: &AppState) -> Result<lachesis_shared::chess::AgentInfo, AppError> {
     let mut conn = state.db.acquire().await?;
     let (params, learned) = store::latest_policy(&mut conn).await?;
+    let rating = ratings::latest(&mut conn, params.version).await?;
+    let baseline_rating = ratings::latest(&mut conn, 0).await?;
     Ok(lachesis_shared::chess::AgentInfo {
         version: params.version,
         weights: params
@@ -393,5 +397,7 @@ pub async fn agent_info(state: &AppState) -> Result<lachesis_shared::chess::Agen
         games_learned: learned,
         judge: state.chess.judge_name(),
         uses_ratings: state.chess.uses_ratings,
+        rating,
+        baseline_rating,
     })
 }

@@ -333,6 +333,46 @@ pub struct AgentInfo {
     pub judge: String,
     /// People's move ratings feed into the rewards.
     pub uses_ratings: bool,
+    /// The latest recorded yardstick result for the current version (`lachesis chess rate
+    /// --record`); `None` until one is recorded. Absent in answers from older servers.
+    #[serde(default)]
+    pub rating: Option<AgentRating>,
+    /// The latest recorded yardstick result for version 0, the baseline the agent learns from;
+    /// `None` until one is recorded.
+    #[serde(default)]
+    pub baseline_rating: Option<AgentRating>,
+}
+
+/// One measurement of a policy version by the yardstick: its Elo against a ladder of fixed
+/// opponents anchored at Stockfish's `UCI_Elo` 1350, and how often it sacrificed in those games.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentRating {
+    /// The policy version rated.
+    pub policy_version: i64,
+    /// Elo by maximum likelihood; `None` when the games leave it open (every one lost or won).
+    pub elo: Option<f64>,
+    /// The 95% interval's lower end; `None`: open below (every game lost).
+    pub elo_low: Option<f64>,
+    /// The 95% interval's upper end; `None`: open above (every game won).
+    pub elo_high: Option<f64>,
+    /// Games the version played against the ladder.
+    pub games: i64,
+    /// Sacrifices (material put en prise) per move the version made in those games, 0 to 1.
+    pub sacrifice_rate: f64,
+    /// When it was measured (RFC 3339, UTC).
+    pub measured_at: String,
+}
+
+impl AgentRating {
+    /// `Elo 780 (95% 690–860)`, `Elo below 1012 (95%)` or `Elo above 1690 (95%)`.
+    pub fn elo_text(&self) -> String {
+        match (self.elo, self.elo_low, self.elo_high) {
+            (Some(p), Some(l), Some(h)) => format!("Elo {p:.0} (95% {l:.0}–{h:.0})"),
+            (_, None, Some(h)) => format!("Elo below {h:.0} (95%)"),
+            (_, Some(l), None) => format!("Elo above {l:.0} (95%)"),
+            _ => "Elo unknown".into(),
+        }
+    }
 }
 
 /// A move was played in a game (stream).
@@ -362,6 +402,29 @@ pub struct ChessGameEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ratings_read_as_elo_with_their_interval_and_old_answers_still_parse() {
+        let mut r = AgentRating {
+            policy_version: 5,
+            elo: Some(779.6),
+            elo_low: Some(690.2),
+            elo_high: Some(860.5),
+            games: 120,
+            sacrifice_rate: 0.12,
+            measured_at: "2026-12-02T10:00:00Z".into(),
+        };
+        assert_eq!(r.elo_text(), "Elo 780 (95% 690–860)");
+        (r.elo, r.elo_low) = (None, None);
+        assert_eq!(r.elo_text(), "Elo below 860 (95%)");
+        (r.elo_low, r.elo_high) = (Some(1690.0), None);
+        assert_eq!(r.elo_text(), "Elo above 1690 (95%)");
+        // An answer from before ratings were recorded.
+        let old = r#"{"version":3,"weights":[],"depth":2,"temperature":0.4,
+            "games_learned":7,"judge":"engine","uses_ratings":true}"#;
+        let info: AgentInfo = serde_json::from_str(old).unwrap();
+        assert_eq!((info.rating, info.baseline_rating), (None, None));
+    }
 
     #[test]
     fn evaluations_read_as_pawns_or_mates() {

@@ -13,7 +13,7 @@ mod review;
 
 pub use game::GamePage;
 
-use lachesis_shared::chess::{AgentInfo, FeatureWeight, GameSummary, Side};
+use lachesis_shared::chess::{AgentInfo, AgentRating, FeatureWeight, GameSummary, Side};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use leptos_router::components::A;
@@ -36,6 +36,35 @@ fn top_weights(weights: &[FeatureWeight], n: usize) -> Vec<FeatureWeight> {
 fn started(created_at: &str) -> String {
     let minutes = created_at.get(..16).unwrap_or(created_at);
     format!("{} UTC", minutes.replacen('T', " ", 1))
+}
+
+/// What the agent card's Elo is measured against.
+const YARDSTICK: &str = "Elo against a ladder of fixed opponents anchored at Stockfish's UCI_Elo \
+                         1350 (lachesis chess rate)";
+
+/// `Elo 780 (95% 690–860), sacrifice rate 0.12`, or `not rated yet`.
+fn rating_text(rating: Option<&AgentRating>) -> String {
+    match rating {
+        Some(r) => format!("{}, sacrifice rate {:.2}", r.elo_text(), r.sacrifice_rate),
+        None => "not rated yet".to_owned(),
+    }
+}
+
+/// The yardstick's line for the agent card: the current version's latest rating, then version
+/// 0's (the baseline it learned from) when the agent has moved on.
+fn ratings_line(info: &AgentInfo) -> String {
+    let mut line = format!(
+        "{} — version {}",
+        rating_text(info.rating.as_ref()),
+        info.version
+    );
+    if info.version != 0 {
+        line.push_str(&format!(
+            "; version 0: {}",
+            rating_text(info.baseline_rating.as_ref())
+        ));
+    }
+    line
 }
 
 fn result_text(game: &GameSummary) -> String {
@@ -169,6 +198,9 @@ fn AgentCard(agent: LocalResource<Result<AgentInfo, crate::api::ApiError>>) -> i
                         }
                     })
                     .collect_view();
+                let unrated = info.rating.is_none()
+                    || (info.version != 0 && info.baseline_rating.is_none());
+                let yardstick = ratings_line(&info);
                 let ratings = if info.uses_ratings {
                     "counted"
                 } else {
@@ -182,6 +214,15 @@ fn AgentCard(agent: LocalResource<Result<AgentInfo, crate::api::ApiError>>) -> i
                         <div class="stat"><dt>"Temperature"</dt><dd>{format!("{:.2}", info.temperature)}</dd></div>
                         <div class="stat"><dt>"Judge"</dt><dd>{info.judge.clone()}</dd></div>
                     </dl>
+                    <p title=YARDSTICK>
+                        <strong>"Yardstick: "</strong>
+                        <span data-testid="agent-rating">{yardstick}</span>
+                        {unrated.then(|| view! {
+                            <span class="muted">
+                                " (rate with " <code>"lachesis chess rate --record"</code> ")"
+                            </span>
+                        })}
+                    </p>
                     <p class="muted">{format!("Your ratings are {ratings}.")}</p>
                     <table class="weights" data-testid="agent-weights">
                         <thead><tr><th>"Feature"</th><th class="num">"Weight"</th></tr></thead>
@@ -214,6 +255,37 @@ mod tests {
         let top = top_weights(&[w("a", 0.1), w("b", -2.0), w("c", 1.0)], 2);
         let names: Vec<&str> = top.iter().map(|w| w.name.as_str()).collect();
         assert_eq!(names, ["b", "c"]);
+    }
+
+    #[test]
+    fn the_ratings_line_shows_the_current_version_then_version_0() {
+        let rating = |version: i64, elo: f64| AgentRating {
+            policy_version: version,
+            elo: Some(elo),
+            elo_low: Some(elo - 90.0),
+            elo_high: Some(elo + 80.0),
+            games: 60,
+            sacrifice_rate: 0.123,
+            measured_at: "2026-12-02T10:00:00Z".into(),
+        };
+        let mut info = AgentInfo {
+            version: 5,
+            weights: Vec::new(),
+            depth: 2,
+            temperature: 0.4,
+            games_learned: 50,
+            judge: "engine".into(),
+            uses_ratings: true,
+            rating: Some(rating(5, 780.0)),
+            baseline_rating: None,
+        };
+        assert_eq!(
+            ratings_line(&info),
+            "Elo 780 (95% 690–860), sacrifice rate 0.12 — version 5; version 0: not rated yet"
+        );
+        info.version = 0;
+        info.rating = None;
+        assert_eq!(ratings_line(&info), "not rated yet — version 0");
     }
 
     #[test]
