@@ -381,7 +381,10 @@ pub async fn agent_info(state: &AppState) -> Result<lachesis_shared::chess::Agen
     let mut conn = state.db.acquire().await?;
     let (params, learned) = store::latest_policy(&mut conn).await?;
     let rating = ratings::latest(&mut conn, params.version).await?;
-    let baseline_rating = ratings::latest(&mut conn, 0).await?;
+    let baseline_rating = match params.version {
+        0 => rating.clone(),
+        _ => ratings::latest(&mut conn, 0).await?,
+    };
     Ok(lachesis_shared::chess::AgentInfo {
         version: params.version,
         weights: params
