@@ -201,3 +201,12 @@ pub struct AnnotatorAgreement {
     /// Mean agreement with the others' judgements of the same items; `None` if none shared.
     pub agreement: Option<f64>,
 }
+
+/// What the signed-in person has been paid for their verdicts (human judge cards).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Earnings {
+    /// Their annotator account's balance.
+    pub balance: crate::ledger::MicroUsdc,
+    /// Verdicts paid.
+    pub payments: i64,
+}

@@ -74,6 +74,8 @@ pub enum AccountKind {
     /// Where money enters and leaves the ledger (deposits, withdrawals); the only account that
     /// may go below zero.
     External,
+    /// A person paid for their judgements (a human judge card's verdicts); one per user.
+    Annotator,
 }
 
 impl AccountKind {
@@ -84,6 +86,7 @@ impl AccountKind {
             AccountKind::CardOwner => "card_owner",
             AccountKind::Platform => "platform",
             AccountKind::External => "external",
+            AccountKind::Annotator => "annotator",
         }
     }
 
@@ -94,6 +97,7 @@ impl AccountKind {
             "card_owner" => AccountKind::CardOwner,
             "platform" => AccountKind::Platform,
             "external" => AccountKind::External,
+            "annotator" => AccountKind::Annotator,
             _ => return None,
         })
     }

@@ -35,15 +35,22 @@ pub enum JudgeBackend {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         api_key_env: Option<String>,
     },
+    /// People: a group's answers go to the team's rank queue, and each verdict given before the
+    /// round's deadline is paid the card's price, into the annotator's own ledger account.
+    Human {
+        /// The feedback queue (of the card's team, ranking answers) its verdicts come from.
+        queue: i64,
+    },
 }
 
 impl JudgeBackend {
-    /// The serde tag: `rubric`, `embedded` or `openai`.
+    /// The serde tag: `rubric`, `embedded`, `openai` or `human`.
     pub fn kind(&self) -> &'static str {
         match self {
             JudgeBackend::Rubric { .. } => "rubric",
             JudgeBackend::Embedded { .. } => "embedded",
             JudgeBackend::Openai { .. } => "openai",
+            JudgeBackend::Human { .. } => "human",
         }
     }
 }
@@ -164,6 +171,14 @@ pub enum PanelChoice {
     },
     /// Evaluation mode: every runnable card, unpaid.
     Everyone,
+    /// The run's human card: people ranked the answers before the deadline.
+    Human,
+    /// The run's human card gave no verdict (none in time, or it could not be asked); the bandit's
+    /// panel judged instead.
+    HumanFallback {
+        /// Why the people's verdicts were not used.
+        reason: String,
+    },
 }
 
 /// One Pay-to-Play episode that was judged.

@@ -494,5 +494,8 @@ async fn roles_and_public_runs_grant_reading_without_writing() {
         .await;
     assert_eq!(visitor_writes, StatusCode::UNAUTHORIZED);
 }
+
 #[path = "accounts/feedback.rs"]
 mod feedback;
+#[path = "accounts/human_judge.rs"]
+mod human_judge;

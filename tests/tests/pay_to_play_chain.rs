@@ -60,6 +60,7 @@ async fn an_episode_pays_its_panel_on_chain_and_the_feed_shows_the_transfers() {
         ledger: ledger.clone(),
         settler: Settler::Chain(std::sync::Arc::new(settler)),
         judges: Judges::default(),
+        queue_items: lachesis::feedback::DEFAULT_QUEUE_ITEMS,
     };
     let options: EnvOptions = serde_json::from_value(json!({"seed": 1, "group_size": 2,
         "settings": {"run": "p2p-chain", "budget_usdc": "0.5", "panel": 3}}))

@@ -26,6 +26,7 @@ async fn env(app: &TestApp, settings: Value, group_size: usize) -> (PayToPlayEnv
         ledger: ledger.clone(),
         settler: Settler::Simulated,
         judges: Judges::default(),
+        queue_items: lachesis::feedback::DEFAULT_QUEUE_ITEMS,
     };
     let env = PayToPlayEnv::new(&options(settings, group_size), market).expect("valid settings");
     env.setup().await.unwrap();
@@ -247,6 +248,7 @@ async fn the_embedded_model_answers_and_judges_an_episode() {
         ledger: Ledger::new(db),
         settler: Settler::Simulated,
         judges: Judges::new(Some(policy.clone())),
+        queue_items: lachesis::feedback::DEFAULT_QUEUE_ITEMS,
     };
     let options: EnvOptions = serde_json::from_value(json!({"seed": 1, "group_size": 2,
         "max_tokens": 24, "settings": {"run": "p2p-model", "selection": "llm", "panel": 3}}))

@@ -52,6 +52,7 @@ impl ServerParts for Parts<'_> {
                 .with_secrets(state.hosting.secrets_key.clone())
                 .with_limits(state.hosting.judge)
                 .with_probation(state.hosting.probation),
+            queue_items: state.hosting.feedback_queue_items,
         }
     }
 }

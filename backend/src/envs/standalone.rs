@@ -62,6 +62,7 @@ impl ServerParts for DatabaseParts {
             // The policy answers the model cards; only the platform's cards are heard, as on a
             // server, so no team's card is paid by a process its owner never saw.
             judges: Judges::new(Some(self.policy.clone())).platform_cards_only(),
+            queue_items: crate::feedback::DEFAULT_QUEUE_ITEMS,
         }
     }
 

@@ -6,9 +6,11 @@
 //! team token may fill it and read it (a program feeding items). Annotators are signed-in people.
 
 pub mod agreement;
+mod checks;
+pub mod earnings;
 pub mod store;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -17,11 +19,12 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use lachesis_shared::accounts::Role;
 use lachesis_shared::feedback::{
-    AgreementReport, AnnotatorAgreement, FeedbackKind, ItemAgreement, Judgement, NewItems,
-    NewJudgement, PairChoice, PairKappa, QueueView,
+    AgreementReport, AnnotatorAgreement, ItemAgreement, Judgement, NewItems, NewJudgement,
+    PairChoice, PairKappa, QueueView,
 };
 use serde::Deserialize;
 
+use self::checks::{check_item, check_judgement};
 use self::store::{ExportRow, FeedbackStoreError, Judged, JudgementRow, QueueScope, StoredQueue};
 use crate::app::error::Body;
 use crate::app::{AppError, AppState};
@@ -32,6 +35,8 @@ use crate::auth::{Viewer, Writer};
 const MAX_TEXT_CHARS: usize = 20_000;
 /// Items added in one request.
 const MAX_ITEMS_PER_REQUEST: usize = 500;
+/// Items a queue holds unless the server says otherwise (`--feedback-queue-items`).
+pub const DEFAULT_QUEUE_ITEMS: i64 = 20_000;
 /// Judgements per page of an export (each carries its item's texts: at most some 340 KB).
 const EXPORT_PAGE: i64 = 50;
 
@@ -44,6 +49,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/feedback/queues/{id}/pairs.jsonl", get(pairs))
         .route("/api/feedback/queues/{id}/ratings.jsonl", get(ratings))
         .route("/api/feedback/items/{item}/judgements", post(judge))
+        .merge(earnings::routes())
 }
 
 impl From<FeedbackStoreError> for AppError {
@@ -188,43 +194,6 @@ async fn open(
     Ok(Json(queue.view))
 }
 
-/// Checks an item against its queue's task.
-fn check_item(kind: FeedbackKind, item: &lachesis_shared::feedback::NewItem) -> Result<(), String> {
-    let (low, high) = match kind {
-        FeedbackKind::Rank => (2, 16),
-        FeedbackKind::Rate => (1, 1),
-        FeedbackKind::Compare => (2, 2),
-    };
-    if !(low..=high).contains(&item.answers.len()) {
-        return Err(format!(
-            "a {} item has {low}{} answers, not {}",
-            kind.as_str(),
-            if high > low {
-                format!(" to {high}")
-            } else {
-                String::new()
-            },
-            item.answers.len()
-        ));
-    }
-    let too_long = std::iter::once(&item.prompt)
-        .chain(&item.answers)
-        .any(|t| t.chars().count() > MAX_TEXT_CHARS);
-    if too_long {
-        return Err(format!(
-            "a prompt or answer is at most {MAX_TEXT_CHARS} characters"
-        ));
-    }
-    if item
-        .source
-        .as_ref()
-        .is_some_and(|s| s.chars().count() > 200)
-    {
-        return Err("a source is at most 200 characters".into());
-    }
-    Ok(())
-}
-
 async fn add_items(
     State(state): State<AppState>,
     Writer(viewer): Writer,
@@ -250,7 +219,7 @@ async fn add_items(
                  open another queue"
             ))
         })?;
-    Ok(Json(serde_json::json!({ "added": added })))
+    Ok(Json(serde_json::json!({ "added": added.len() })))
 }
 
 /// The signed-in person judging, or why not.
@@ -277,34 +246,6 @@ async fn next(
     })
 }
 
-/// Checks a judgement against the item's kind and answers.
-fn check_judgement(
-    kind: FeedbackKind,
-    answers: usize,
-    judgement: &Judgement,
-) -> Result<(), String> {
-    match (kind, judgement) {
-        (FeedbackKind::Rate, Judgement::Rate { score }) if (1..=5).contains(score) => Ok(()),
-        (FeedbackKind::Rate, Judgement::Rate { score }) => {
-            Err(format!("a score is 1 to 5, not {score}"))
-        }
-        (FeedbackKind::Compare, Judgement::Compare { .. }) => Ok(()),
-        (FeedbackKind::Rank, Judgement::Rank { order }) => {
-            let seen: BTreeSet<usize> = order.iter().copied().collect();
-            if order.len() == answers && seen.len() == answers && seen.iter().all(|&a| a < answers)
-            {
-                Ok(())
-            } else {
-                Err(format!(
-                    "the order must list each of the {answers} answers once (0 to {})",
-                    answers - 1
-                ))
-            }
-        }
-        (kind, _) => Err(format!("this is a {} queue", kind.as_str())),
-    }
-}
-
 async fn judge(
     State(state): State<AppState>,
     Writer(viewer): Writer,
@@ -323,6 +264,9 @@ async fn judge(
         Judged::AlreadyJudged => Err(AppError::Conflict("you have judged this item".into())),
         Judged::Complete => Err(AppError::Conflict(
             "this item has all the judgements its queue asks for".into(),
+        )),
+        Judged::Closed => Err(AppError::Conflict(
+            "this item is closed: the round that asked for it has ended".into(),
         )),
         Judged::NotFound => Err(AppError::NotFound("item")),
     }

@@ -104,7 +104,8 @@ pub async fn queues(
         .collect()
 }
 
-/// Adds `items` to queue `queue`, all or none; `None` (nothing added) when the queue would then
+/// Adds `items` to queue `queue`, all or none, and gives their ids in order; `None` (nothing
+/// added) when the queue would then
 /// hold more than `cap` items. The count is kept on the queue's row, whose lock orders concurrent
 /// additions, so two requests cannot both slip under the cap.
 pub async fn insert_items(
@@ -112,7 +113,7 @@ pub async fn insert_items(
     queue: i64,
     items: &[NewItem],
     cap: i64,
-) -> Result<Option<u64>, sqlx::Error> {
+) -> Result<Option<Vec<i64>>, sqlx::Error> {
     let mut tx = db.begin().await?;
     let counted: Option<i32> = sqlx::query_scalar(
         "UPDATE feedback_queues SET items = items + $2 WHERE id = $1 AND items + $2 <= $3 \
@@ -126,19 +127,22 @@ pub async fn insert_items(
     if counted.is_none() {
         return Ok(None);
     }
+    let mut ids = Vec::with_capacity(items.len());
     for item in items {
-        sqlx::query!(
-            "INSERT INTO feedback_items (queue_id, prompt, answers, source) VALUES ($1, $2, $3, $4)",
-            queue,
-            item.prompt,
-            &item.answers,
-            item.source.as_deref()
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO feedback_items (queue_id, prompt, answers, source) \
+             VALUES ($1, $2, $3, $4) RETURNING id",
         )
-        .execute(&mut *tx)
+        .bind(queue)
+        .bind(&item.prompt)
+        .bind(&item.answers)
+        .bind(item.source.as_deref())
+        .fetch_one(&mut *tx)
         .await?;
+        ids.push(id);
     }
     tx.commit().await?;
-    Ok(Some(items.len() as u64))
+    Ok(Some(ids))
 }
 
 /// The next item of `queue` for `annotator`: one still short of its overlap that they have not
@@ -154,7 +158,7 @@ pub async fn next_item(
              (SELECT count(*) FROM feedback_judgements j JOIN feedback_items i ON i.id = j.item_id
               WHERE i.queue_id = $1 AND j.annotator = $2) AS "done!",
              (SELECT count(*) FROM feedback_items i
-              WHERE i.queue_id = $1 AND i.judged < $3
+              WHERE i.queue_id = $1 AND i.judged < $3 AND NOT i.closed
                 AND NOT EXISTS (SELECT 1 FROM feedback_judgements j
                                 WHERE j.item_id = i.id AND j.annotator = $2)) AS "left!""#,
         queue.id,
@@ -165,7 +169,7 @@ pub async fn next_item(
     .await?;
     let row = sqlx::query!(
         "SELECT i.id, i.prompt, i.answers FROM feedback_items i
-         WHERE i.queue_id = $1 AND i.judged < $3
+         WHERE i.queue_id = $1 AND i.judged < $3 AND NOT i.closed
            AND NOT EXISTS (SELECT 1 FROM feedback_judgements j
                            WHERE j.item_id = i.id AND j.annotator = $2)
          ORDER BY i.judged, i.id LIMIT 1",
@@ -213,6 +217,8 @@ pub enum Judged {
     AlreadyJudged,
     /// The item has all the judgements its queue's overlap asks for.
     Complete,
+    /// The round that asked for it ended (see [`close_item`]).
+    Closed,
     NotFound,
 }
 
@@ -227,7 +233,7 @@ pub async fn judge(
     let value = serde_json::to_value(judgement).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
     let mut tx = db.begin().await?;
     let Some(row) = sqlx::query!(
-        "SELECT i.judged, q.overlap FROM feedback_items i
+        "SELECT i.judged, i.closed, q.overlap FROM feedback_items i
          JOIN feedback_queues q ON q.id = i.queue_id WHERE i.id = $1 FOR UPDATE OF i",
         item
     )
@@ -236,6 +242,9 @@ pub async fn judge(
     else {
         return Ok(Judged::NotFound);
     };
+    if row.closed {
+        return Ok(Judged::Closed);
+    }
     let inserted = sqlx::query!(
         "INSERT INTO feedback_judgements (item_id, annotator, judgement) VALUES ($1, $2, $3)
          ON CONFLICT (item_id, annotator) DO NOTHING",
@@ -340,6 +349,52 @@ pub async fn export_page(
                     annotator,
                     judgement: judgement_of(judgement)?,
                 },
+            })
+        })
+        .collect()
+}
+
+/// Judgements item `item` has so far (`None`: no such item).
+pub async fn judged_count(db: &PgPool, item: i64) -> Result<Option<i32>, sqlx::Error> {
+    sqlx::query_scalar("SELECT judged FROM feedback_items WHERE id = $1")
+        .bind(item)
+        .fetch_optional(db)
+        .await
+}
+
+/// One judgement of a closed item: its id, who gave it, what it said.
+#[derive(Debug, Clone)]
+pub struct ClosedJudgement {
+    pub id: i64,
+    pub annotator: i64,
+    pub judgement: Judgement,
+}
+
+/// Closes `item` to further judgements and gives the ones it received, oldest first. The item's
+/// row is locked by the update, and [`judge`] locks it too, so every judgement is either stored
+/// before this reads or refused as `Closed`.
+pub async fn close_item(
+    db: &PgPool,
+    item: i64,
+) -> Result<Vec<ClosedJudgement>, FeedbackStoreError> {
+    let mut tx = db.begin().await?;
+    sqlx::query("UPDATE feedback_items SET closed = true WHERE id = $1")
+        .bind(item)
+        .execute(&mut *tx)
+        .await?;
+    let rows: Vec<(i64, i64, serde_json::Value)> = sqlx::query_as(
+        "SELECT id, annotator, judgement FROM feedback_judgements WHERE item_id = $1 ORDER BY id",
+    )
+    .bind(item)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    rows.into_iter()
+        .map(|(id, annotator, value)| {
+            Ok(ClosedJudgement {
+                id,
+                annotator,
+                judgement: judgement_of(value)?,
             })
         })
         .collect()

@@ -110,7 +110,7 @@ impl Default for Hosting {
             evaluation_timeout: Duration::from_secs(600),
             // Agreement reads a queue's judgements at once: 20k items × 20 overlap is some 400k
             // small rows.
-            feedback_queue_items: 20_000,
+            feedback_queue_items: crate::feedback::DEFAULT_QUEUE_ITEMS,
         }
     }
 }

@@ -3,6 +3,7 @@
 //! (`migrations/20261201000010_ledger.sql`); this module calls its functions and turns their
 //! refusals into [`LedgerError`]s. `reconcile` re-checks every invariant from the raw rows.
 
+pub mod annotators;
 pub mod bench;
 pub mod cli;
 mod owner;

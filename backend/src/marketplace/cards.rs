@@ -236,6 +236,36 @@ pub async fn check_team_judge(judge: &JudgeBackend) -> Result<(), AppError> {
     Ok(())
 }
 
+/// A human card's queue must be one of its own team's that ranks answers: a team cannot send its
+/// groups to, or pay, another team's annotators.
+pub async fn check_human_queue(
+    db: &PgPool,
+    team: i64,
+    judge: &JudgeBackend,
+) -> Result<(), AppError> {
+    let JudgeBackend::Human { queue } = judge else {
+        return Ok(());
+    };
+    let found = crate::feedback::store::queues(
+        db,
+        Some(*queue),
+        crate::feedback::store::QueueScope::Team(team),
+    )
+    .await?
+    .pop();
+    match found {
+        None => Err(AppError::Invalid(format!(
+            "queue {queue} is not one of the team's"
+        ))),
+        Some(q) if q.view.kind != lachesis_shared::feedback::FeedbackKind::Rank => {
+            Err(AppError::Invalid(format!(
+                "queue {queue} does not rank answers: a human card needs one that does"
+            )))
+        }
+        Some(_) => Ok(()),
+    }
+}
+
 /// Lists a team's new card, paid into a new card_owner account. `sealed_key` is the team's
 /// endpoint key as [`super::sealed`] sealed it. A team has at most `listing_limit` listed cards.
 pub async fn create(

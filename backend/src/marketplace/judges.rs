@@ -56,6 +56,8 @@ pub enum JudgeError {
     Endpoint(#[from] OutboundError),
     #[error("the card's key: {0}")]
     Key(#[from] SealError),
+    #[error("people judge through their queue, not one answer at a time")]
+    Human,
 }
 
 impl Judges {
@@ -95,6 +97,8 @@ impl Judges {
             JudgeBackend::Rubric { .. } => true,
             JudgeBackend::Openai { .. } => !sealed_key || self.secrets.is_some(),
             JudgeBackend::Embedded { .. } => self.model.is_some(),
+            // People answer through their queue, in a round of their own (`super::human`).
+            JudgeBackend::Human { .. } => false,
         }
     }
 
@@ -154,6 +158,7 @@ impl Judges {
                 self.endpoint_verdict(false, base_url, model, system_prompt, key, task, answer)
                     .await
             }
+            JudgeBackend::Human { .. } => Err(JudgeError::Human),
         }
     }
 

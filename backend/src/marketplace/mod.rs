@@ -4,6 +4,7 @@
 
 pub mod cards;
 pub mod feed;
+pub mod human;
 pub mod judges;
 pub mod operator;
 pub mod outbound;

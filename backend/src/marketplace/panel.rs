@@ -12,6 +12,7 @@ use lachesis_shared::ledger::MicroUsdc;
 use lachesis_shared::marketplace::{JudgeBackend, PaidCard, PanelChoice};
 use sqlx::PgPool;
 
+use super::cards::store::ListedCard;
 use super::judges::Judges;
 use super::probation::{Standing, TeamCardRecord};
 use super::selection::{CardArm, UcbPolicy};
@@ -56,8 +57,11 @@ pub struct PanelResult {
 }
 
 impl PanelResult {
+    /// The cards heard, each once (a human card is paid once per verdict).
     pub fn slugs(&self) -> Vec<String> {
-        self.cards.iter().map(|c| c.slug.clone()).collect()
+        let mut slugs: Vec<String> = self.cards.iter().map(|c| c.slug.clone()).collect();
+        slugs.dedup();
+        slugs
     }
 }
 
@@ -93,6 +97,31 @@ pub struct Card {
     pub sealed_key: Option<Vec<u8>>,
 }
 
+impl Card {
+    /// A listed card's row as a round uses it; `wallet`: its owner account's.
+    pub(super) fn listed(row: ListedCard, wallet: Option<String>) -> Result<Card, PanelError> {
+        let judge: JudgeBackend =
+            serde_json::from_value(row.judge).map_err(|e| PanelError::BadCard(e.to_string()))?;
+        Ok(Card {
+            id: row.id,
+            slug: row.slug,
+            name: row.name,
+            specialties: row.specialties,
+            price: row.price,
+            account: AccountId(row.account_id),
+            wallet,
+            judge,
+            owner_team: row.owner_team,
+            sealed_key: row.judge_key,
+        })
+    }
+
+    /// Its id among the cards.
+    pub(super) fn id(&self) -> i64 {
+        self.id
+    }
+}
+
 /// The cards that can judge here and what the bandit knows of each, index for index.
 #[derive(Debug, Clone)]
 pub struct Market {
@@ -125,48 +154,32 @@ impl Market {
             let Some(owner) = wallets.get(&account) else {
                 continue;
             };
-            let judge: JudgeBackend = serde_json::from_value(row.judge)
-                .map_err(|e| PanelError::BadCard(e.to_string()))?;
-            let sealed_key = row.judge_key;
-            if !judges.can_run(&judge, sealed_key.is_some()) {
+            let (pulls, value_sum) = (row.pulls, row.value_sum);
+            let record = TeamCardRecord {
+                price: row.price,
+                evaluations: pulls,
+                unreadable: row.unreadable,
+                agreement: row.agreement,
+            };
+            let card = Card::listed(row, owner.wallet.clone())?;
+            if !judges.can_run(&card.judge, card.sealed_key.is_some()) {
                 continue;
             }
-            let pulls = row.pulls;
-            let price = row.price;
-            let owner_team = row.owner_team;
-            if owner_team.is_some() {
+            if card.owner_team.is_some() {
                 if judges.platform_only {
                     continue;
                 }
-                let record = TeamCardRecord {
-                    price,
-                    evaluations: pulls,
-                    unreadable: row.unreadable,
-                    agreement: row.agreement,
-                };
                 match judges.probation.standing(&record) {
                     Standing::Admitted => {}
                     Standing::Untried if !untried_team_card => untried_team_card = true,
                     Standing::Untried | Standing::Excluded => continue,
                 }
             }
-            let card = Card {
-                id: row.id,
-                slug: row.slug,
-                name: row.name,
-                specialties: row.specialties,
-                price,
-                account,
-                wallet: owner.wallet.clone(),
-                judge,
-                owner_team,
-                sealed_key,
-            };
             market.arms.push(CardArm {
                 slug: card.slug.clone(),
                 price: card.price,
                 pulls: u32::try_from(pulls).unwrap_or(u32::MAX),
-                value_sum: row.value_sum,
+                value_sum,
             });
             market.cards.push(card);
         }

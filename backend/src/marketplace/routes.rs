@@ -100,6 +100,7 @@ async fn create(
 ) -> Result<Json<AgentCard>, AppError> {
     let team = managing_team(&state, &viewer, &card.team).await?;
     super::cards::check_team_judge(&card.judge).await?;
+    super::cards::check_human_queue(&state.db, team, &card.judge).await?;
     let sealed_key = match (&card.api_key, &card.judge) {
         (None, _) => None,
         (Some(_), judge) if !matches!(judge, JudgeBackend::Openai { .. }) => {

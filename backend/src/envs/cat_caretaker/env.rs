@@ -101,6 +101,13 @@ impl CatCaretakerEnv {
         if !(1..=8).contains(&settings.max_turns) {
             return Err(EnvError::InvalidOption("max_turns must be 1..=8".into()));
         }
+        if matches!(settings.judge, JudgeBackend::Human { .. }) {
+            return Err(EnvError::InvalidOption(
+                "people judge through a human card in Pay-to-Play (settings.human_card), not \
+                 as this environment's judge"
+                    .into(),
+            ));
+        }
         let (config, data) = caretaker_basics(options)?;
         Ok(Self {
             config,
@@ -194,6 +201,8 @@ impl CatCaretakerEnv {
                     .map_err(JudgeFailed::Endpoint),
                 None => Err(JudgeFailed::NoEndpoint),
             },
+            // Refused when the environment is built.
+            JudgeBackend::Human { .. } => Err(JudgeFailed::NoEndpoint),
         };
         match text.map(|t| (parse_judge_score(&t), t)) {
             Ok((Ok(score), text)) => (score, text),

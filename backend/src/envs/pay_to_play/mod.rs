@@ -10,6 +10,9 @@
 
 pub mod bench;
 pub mod prompts;
+mod settings;
+
+pub use self::settings::{Selection, Settings};
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -20,7 +23,6 @@ use lachesis_shared::ledger::{AccountKind, MicroUsdc};
 use lachesis_shared::marketplace::{MarketEvent, PanelChoice, RoundEvent, SkippedEvent};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use serde::Deserialize;
 use serde_json::json;
 
 use super::cat_caretaker::data::CatData;
@@ -31,6 +33,7 @@ use super::{
 };
 use crate::ledger::{AccountId, Ledger};
 use crate::marketplace::feed::{self, budget_account};
+use crate::marketplace::human::{HumanOutcome, HumanRules, hear_people};
 use crate::marketplace::judges::Judges;
 use crate::marketplace::panel::{
     Market, PanelConfig, PanelResult, Round, RoundOutcome, evaluate_all, judge_round,
@@ -47,50 +50,14 @@ const SKIP_PAUSE: Duration = Duration::from_secs(5);
 /// How much of each answer the feed keeps.
 const FEED_ANSWER_CHARS: usize = 280;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Selection {
-    Bandit,
-    Llm,
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Settings {
-    /// The run the budget and the evaluations belong to.
-    pub run: String,
-    /// The budget the run's agent is funded with once, in USDC (e.g. "2.5").
-    pub budget_usdc: String,
-    /// Cards per panel, at most.
-    pub panel: usize,
-    /// λ: reward lost per USDC spent on the panel.
-    pub cost_weight: f64,
-    pub selection: Selection,
-    pub eval_size: usize,
-    /// On chain: the wallet the budget pays from (its key must be one the server holds).
-    pub agent_wallet: Option<String>,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            run: "pay-to-play".into(),
-            budget_usdc: "1".into(),
-            panel: 2,
-            cost_weight: 1.0,
-            selection: Selection::Bandit,
-            eval_size: 8,
-            agent_wallet: None,
-        }
-    }
-}
-
 /// What the environment pays and judges with.
 #[derive(Clone)]
 pub struct Marketplace {
     pub ledger: Ledger,
     pub settler: Settler,
     pub judges: Judges,
+    /// Items a feedback queue may hold on this server: a human card's groups are added under it.
+    pub queue_items: i64,
 }
 
 pub struct PayToPlayEnv {
@@ -106,30 +73,7 @@ pub struct PayToPlayEnv {
 impl PayToPlayEnv {
     pub fn new(options: &EnvOptions, market: Marketplace) -> Result<Self, EnvError> {
         let settings: Settings = parse_settings(NAME, options)?;
-        let budget = MicroUsdc::parse_usdc(&settings.budget_usdc)
-            .filter(|b| b.0 > 0)
-            .ok_or_else(|| {
-                EnvError::InvalidOption(format!(
-                    "budget_usdc {:?} is not a positive USDC amount",
-                    settings.budget_usdc
-                ))
-            })?;
-        if !(1..=8).contains(&settings.panel) || !settings.cost_weight.is_finite() {
-            return Err(EnvError::InvalidOption(
-                "panel must be 1..=8 and cost_weight finite".into(),
-            ));
-        }
-        // The run's name goes into ledger account names.
-        if settings.run.is_empty()
-            || !settings
-                .run
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "_.:-".contains(c))
-        {
-            return Err(EnvError::InvalidOption(
-                "run must be letters, digits and _.:- only".into(),
-            ));
-        }
+        let budget = settings.check()?;
         let (config, data) = crate::envs::cat_caretaker::env::caretaker_basics(options)?;
         Ok(Self {
             config,
@@ -225,33 +169,70 @@ impl PayToPlayEnv {
         let budget = self.budget_account().await?;
         let ledger = &self.market.ledger;
         let db = ledger.pool();
+        let available = ledger.balance(budget).await.map_err(other)?.available;
+        let panel_config = PanelConfig {
+            run: self.settings.run.clone(),
+            panel: self.settings.panel,
+            cost_weight: self.settings.cost_weight,
+        };
+        // People first, when the run has a human card; the bandit's panel when they give nothing.
+        let mut human_fallback = None;
+        let mut rollouts = None;
+        if let Some(slug) = &self.settings.human_card {
+            let answered = self.answer(&task, available, policy).await?;
+            let answers: Vec<String> = answered.iter().map(|r| r.completion.clone()).collect();
+            let round = Round {
+                key: &key,
+                budget,
+                task: &task,
+                answers: &answers,
+            };
+            let rules = HumanRules {
+                deadline: Duration::from_secs(self.settings.human_deadline_secs),
+                queue_items: self.market.queue_items,
+            };
+            let prompt = prompts::task_text(&task);
+            let heard = hear_people(
+                ledger,
+                &self.market.settler,
+                slug,
+                &round,
+                &prompt,
+                rules,
+                &panel_config,
+            )
+            .await
+            .map_err(other)?;
+            match heard {
+                HumanOutcome::Judged(result) => {
+                    return self
+                        .publish(&task, key, budget, available, answered, result, policy)
+                        .await;
+                }
+                HumanOutcome::NoVerdict(reason) => human_fallback = Some(reason),
+            }
+            rollouts = Some(answered);
+        }
         let market = Market::load(db, &self.market.judges)
             .await
             .map_err(other)?
             .payable_by(&self.market.settler);
-        let available = ledger.balance(budget).await.map_err(other)?.available;
         let replayed = market.paid_before(db, &key).await.map_err(other)?;
-        let (chosen, choice) = if !replayed.is_empty() {
+        let (chosen, mut choice) = if !replayed.is_empty() {
             (replayed, PanelChoice::Bandit)
         } else if market.cheapest().is_none_or(|price| price > available.0) {
             (Vec::new(), PanelChoice::Bandit)
         } else {
             self.choose(&task, &market, available, policy).await
         };
+        if let Some(reason) = human_fallback {
+            choice = PanelChoice::HumanFallback { reason };
+        }
         // A round that cannot pay anyone skips before any answer is generated.
-        let rollouts = if chosen.is_empty() {
-            Vec::new()
-        } else {
-            let request = PolicyRequest {
-                tools: Vec::new(),
-                messages: prompts::answer_messages(&task, available),
-                n: self.config.group_size,
-                max_tokens: self.config.max_tokens,
-                temperature: self.config.temperature,
-                top_p: self.config.top_p,
-                stop: vec!["\n\n".into()],
-            };
-            policy.complete(request).await?
+        let rollouts = match rollouts {
+            Some(rollouts) => rollouts,
+            None if chosen.is_empty() => Vec::new(),
+            None => self.answer(&task, available, policy).await?,
         };
         let answers: Vec<String> = rollouts.iter().map(|r| r.completion.clone()).collect();
         let round = Round {
@@ -259,11 +240,6 @@ impl PayToPlayEnv {
             budget,
             task: &task,
             answers: &answers,
-        };
-        let panel_config = PanelConfig {
-            run: self.settings.run.clone(),
-            panel: self.settings.panel,
-            cost_weight: self.settings.cost_weight,
         };
         let outcome = judge_round(
             ledger,
@@ -277,28 +253,71 @@ impl PayToPlayEnv {
         )
         .await
         .map_err(other)?;
-        let budget_left = ledger.balance(budget).await.map_err(other)?.available;
-        let at = feed::now(db).await.map_err(other)?;
-        let result = match outcome {
+        match outcome {
             RoundOutcome::Skipped { reason } => {
+                let budget_left = ledger.balance(budget).await.map_err(other)?.available;
                 let event = MarketEvent::Skipped(SkippedEvent {
                     run: self.settings.run.clone(),
                     episode: key,
-                    at,
+                    at: feed::now(db).await.map_err(other)?,
                     reason,
                     budget_left,
                 });
                 feed::record(db, &event).await.map_err(other)?;
                 tokio::time::sleep(SKIP_PAUSE).await;
-                return Ok(Collected::default());
+                Ok(Collected::default())
             }
-            RoundOutcome::Judged(result) => result,
+            RoundOutcome::Judged(result) => {
+                self.publish(&task, key, budget, available, rollouts, result, policy)
+                    .await
+            }
+        }
+    }
+
+    /// The group's answers to `task`.
+    async fn answer(
+        &self,
+        task: &lachesis_shared::cats::CatTask,
+        available: MicroUsdc,
+        policy: &dyn Policy,
+    ) -> Result<Vec<crate::policy::Rollout>, EnvError> {
+        let request = PolicyRequest {
+            tools: Vec::new(),
+            messages: prompts::answer_messages(task, available),
+            n: self.config.group_size,
+            max_tokens: self.config.max_tokens,
+            temperature: self.config.temperature,
+            top_p: self.config.top_p,
+            stop: vec!["\n\n".into()],
         };
+        Ok(policy.complete(request).await?)
+    }
+
+    /// Puts a judged round on the feed and makes its group.
+    #[allow(clippy::too_many_arguments)]
+    async fn publish(
+        &self,
+        task: &lachesis_shared::cats::CatTask,
+        key: String,
+        budget: AccountId,
+        available: MicroUsdc,
+        rollouts: Vec<crate::policy::Rollout>,
+        result: PanelResult,
+        policy: &dyn Policy,
+    ) -> Result<Collected, EnvError> {
+        let db = self.market.ledger.pool();
+        let budget_left = self
+            .market
+            .ledger
+            .balance(budget)
+            .await
+            .map_err(other)?
+            .available;
         let event = MarketEvent::Round(Box::new(RoundEvent {
             run: self.settings.run.clone(),
             episode: key,
-            at,
-            task: prompts::task_text(&task),
+            at: feed::now(db).await.map_err(other)?,
+            task: prompts::task_text(task),
             category: task.scenario.category,
             choice: result.choice.clone(),
             cards: result.cards.clone(),
@@ -306,13 +325,13 @@ impl PayToPlayEnv {
             budget_left,
             panel_scores: result.panel_scores.clone(),
             rewards: result.rewards.clone(),
-            answers: answers
+            answers: rollouts
                 .iter()
-                .map(|a| a.chars().take(FEED_ANSWER_CHARS).collect())
+                .map(|r| r.completion.chars().take(FEED_ANSWER_CHARS).collect())
                 .collect(),
         }));
         feed::record(db, &event).await.map_err(other)?;
-        let prompt = prompts::answer_messages(&task, available);
+        let prompt = prompts::answer_messages(task, available);
         Ok(Collected {
             group: Some(self.group(prompt, rollouts, &result, policy)),
             backlog: Vec::new(),

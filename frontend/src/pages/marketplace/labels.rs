@@ -75,6 +75,11 @@ pub fn choice_label(choice: &PanelChoice) -> (String, &'static str) {
             (format!("llm fallback: {reason}"), "choice-fallback")
         }
         PanelChoice::Everyone => ("everyone (unpaid evaluation)".into(), "choice-everyone"),
+        PanelChoice::Human => ("people (human card)".into(), "choice-human"),
+        PanelChoice::HumanFallback { reason } => (
+            format!("bandit, as people gave no verdict: {reason}"),
+            "choice-fallback",
+        ),
     }
 }
 
@@ -83,6 +88,7 @@ pub fn judge_label(judge: &JudgeBackend) -> String {
     match judge {
         JudgeBackend::Rubric { lens: Some(lens) } => format!("rubric ({} lens)", lens.as_str()),
         JudgeBackend::Openai { model, .. } => format!("openai ({model})"),
+        JudgeBackend::Human { queue } => format!("people (queue {queue})"),
         other => other.kind().to_owned(),
     }
 }
