@@ -220,6 +220,19 @@ async fn a_catbot_battle_goes_from_deal_to_leaderboard_and_every_integrity_rule_
     let (status, _) = vote(&app, &stranger, dealt.id, "b").await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     tokio::time::sleep(Duration::from_millis(1600)).await;
+    // A reason over 1,000 characters is refused and leaves the battle open to a proper vote.
+    let (status, body) = as_visitor(
+        &app,
+        &visitor,
+        Method::POST,
+        &format!("/api/arena/battles/{}/vote", dealt.id),
+        Some(json!({"choice": "a", "reason": "purr ".repeat(201)})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let still: BattleView =
+        serde_json::from_value(app.get(&format!("/api/arena/battles/{}", dealt.id)).await).unwrap();
+    assert_eq!((still.state, still.vote), (BattleState::Ready, None));
     let (status, body) = vote(&app, &visitor, dealt.id, "a").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let voted = battle(body);
@@ -408,6 +421,42 @@ async fn bursts_are_limited_per_voter_and_per_address() {
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     answered(&app, dealt.id).await;
     deal(&app, &second).await;
+}
+
+/// One address asking for voting tokens in a loop gets its hourly allowance and then 429s, and
+/// the refused requests store no visitor.
+#[tokio::test]
+async fn a_flood_of_visitor_tokens_from_one_address_is_cut_off() {
+    let settings = ArenaSettings {
+        visitors: lachesis::hosting::rate::Rate {
+            per_minute: 1,
+            burst: 3,
+            remember: 100,
+        },
+        ..ArenaSettings::default()
+    };
+    let app = arena_app(settings).await;
+    let mut statuses = Vec::new();
+    for _ in 0..10 {
+        let (status, _) = app
+            .call(Caller::Nobody, Method::POST, "/api/arena/visitors", None)
+            .await;
+        statuses.push(status);
+    }
+    let granted = statuses.iter().filter(|s| **s == StatusCode::OK).count();
+    assert_eq!(granted, 3, "{statuses:?}");
+    assert!(
+        statuses[3..]
+            .iter()
+            .all(|s| *s == StatusCode::TOO_MANY_REQUESTS),
+        "{statuses:?}"
+    );
+    let db = lachesis::db::connect(&app.database_url, 1).await.unwrap();
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM arena_visitors")
+        .fetch_one(&db)
+        .await
+        .unwrap();
+    assert_eq!(stored, 3);
 }
 
 #[tokio::test]
