@@ -327,6 +327,62 @@ async fn a_showcase_runs_only_while_watched_and_never_beside_a_trainer() {
     drop(ws);
 }
 
+/// Pay-to-Play's showcase spends the showcase budget only while its page is watched and no trainer
+/// has the environment: once one registers, no showcase episode runs, so the showcase pays no
+/// judge and makes no group (the rounds after that are the trainer's own rollouts).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pay_to_play_showcase_pays_nothing_beside_a_trainer() {
+    let mut config = config_for(&fresh_database().await);
+    config.model = Some(model_path());
+    config.envs = vec![
+        r#"pay_to_play:{"group_size": 2, "max_tokens": 16, "settings": {"run": "showcase"}}"#
+            .parse()
+            .unwrap(),
+    ];
+    let app = TestApp::spawn_with(config).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(showcase_attempts(&app, "pay_to_play").await, 0);
+    let feed = app.get("/api/marketplace/feed?run=showcase").await;
+    assert_eq!(
+        feed.as_array().map(Vec::len),
+        Some(0),
+        "nobody watches: {feed}"
+    );
+
+    let ws_url = app.url("/ws").replacen("http://", "ws://", 1);
+    let (mut ws, _) = tokio_tungstenite::connect_async(&ws_url)
+        .await
+        .expect("upgrade");
+    let subscribe = ClientMsg::Subscribe {
+        topic: Topic::Marketplace,
+    };
+    ws.send(Message::text(serde_json::to_string(&subscribe).unwrap()))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while showcase_attempts(&app, "pay_to_play").await == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no showcase episode while watched"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let paid = app.get("/api/marketplace/runs/showcase/ledger").await;
+    assert!(
+        !paid.as_array().unwrap().is_empty(),
+        "the watched showcase paid its panel"
+    );
+
+    // A trainer takes the environment on. An attempt already running may finish; none starts.
+    app.post("/register", &registration(2)).await;
+    app.get("/batch").await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let attached = showcase_attempts(&app, "pay_to_play").await;
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert_eq!(showcase_attempts(&app, "pay_to_play").await, attached);
+    drop(ws);
+}
+
 /// Pay-to-Play from the command line with a remote policy: `--policy vllm` against a server's
 /// `/generate` (the test server's embedded model, reached over HTTP like any vLLM), paying the
 /// platform's judges through the ledger of the database it is given. The server on that database
