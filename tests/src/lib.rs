@@ -325,6 +325,44 @@ pub fn lachesis_bin() -> PathBuf {
     path
 }
 
+/// `lachesis train run` against the server at `api`, syncing by `sync`: a rank-8 LoRA of the test
+/// model at learning rate `lr`, `steps` steps of batches of 4 sequences, its checkpoints in
+/// `checkpoints`. Callers add their own arguments (`--vllm-url`, a token) before running it.
+pub fn trainer_command(
+    api: &str,
+    sync: &str,
+    lr: &str,
+    steps: usize,
+    checkpoints: &std::path::Path,
+) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(lachesis_bin());
+    command
+        .args(["train", "run", "--api", api, "--sync", sync])
+        .arg("--model")
+        .arg(model_path())
+        .args([
+            "--lora-rank",
+            "8",
+            "--lr",
+            lr,
+            "--steps",
+            &steps.to_string(),
+        ])
+        .args([
+            "--batch-size",
+            "4",
+            "--micro-batch",
+            "4",
+            "--max-token-len",
+            "512",
+        ])
+        .arg("--checkpoint-dir")
+        .arg(checkpoints)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    command
+}
+
 /// The server as a child process, for tests that kill it.
 pub struct ServerProcess {
     pub child: tokio::process::Child,

@@ -152,7 +152,6 @@ fn the_training_model_reads_smollm2_from_gguf_as_the_engine_does() {
 /// version, the dashboard charts it, and groups produced after a sync carry the new version.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trainer_process_moves_the_running_platform_to_its_weights() {
-    use std::process::Stdio;
     use std::time::{Duration, Instant};
 
     let mut config = lachesis_tests::config_for(&lachesis_tests::fresh_database().await);
@@ -164,23 +163,7 @@ async fn a_trainer_process_moves_the_running_platform_to_its_weights() {
     ];
     let app = TestApp::spawn_with(config).await;
     let scratch = std::env::temp_dir().join(format!("lachesis-loop-{}", std::process::id()));
-    let output = tokio::process::Command::new(lachesis_tests::lachesis_bin())
-        .args(["train", "run", "--api", &app.base, "--sync", "reload"])
-        .arg("--model")
-        .arg(lachesis_tests::model_path())
-        .args(["--lora-rank", "8", "--lr", "1e-4", "--steps", "2"])
-        .args([
-            "--batch-size",
-            "4",
-            "--micro-batch",
-            "4",
-            "--max-token-len",
-            "512",
-        ])
-        .arg("--checkpoint-dir")
-        .arg(&scratch)
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
+    let output = lachesis_tests::trainer_command(&app.base, "reload", "1e-4", 2, &scratch)
         .output()
         .await
         .expect("the trainer runs");

@@ -275,24 +275,8 @@ async fn a_grpo_run_trains_on_groups_people_ranked_and_they_are_paid() {
         .spawn()
         .expect("the environment starts");
     let scratch = std::env::temp_dir().join(format!("lachesis-people-{}", std::process::id()));
-    let trainer = tokio::process::Command::new(lachesis_bin())
-        .args(["train", "run", "--api", &app.base, "--sync", "none"])
-        .arg("--model")
-        .arg(model_path())
-        .args(["--lora-rank", "8", "--lr", "1e-4", "--steps", "2"])
-        .args([
-            "--batch-size",
-            "4",
-            "--micro-batch",
-            "4",
-            "--max-token-len",
-            "512",
-        ])
-        .arg("--checkpoint-dir")
-        .arg(&scratch)
+    let trainer = lachesis_tests::trainer_command(&app.base, "none", "1e-4", 2, &scratch)
         .env("LACHESIS_API_TOKEN", ADMIN)
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
         .output();
 
     let trained = AtomicBool::new(false);

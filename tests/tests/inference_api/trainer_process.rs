@@ -4,7 +4,6 @@
 //! version, and logprobs that the trainer's model, rebuilt from the adapter the process wrote,
 //! reproduces.
 
-use std::process::Stdio;
 
 use lachesis_tests::{TestApp, config_for, fresh_database, model_path};
 
@@ -23,18 +22,8 @@ async fn a_trainer_process_hot_loads_its_adapter_into_the_running_server() {
     let scratch = std::env::temp_dir().join(format!("lachesis-lora-loop-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     // A large learning rate, so two steps move the adapter measurably.
-    let output = tokio::process::Command::new(lachesis_tests::lachesis_bin())
-        .args(["train", "run", "--api", &app.base, "--sync", "vllm-lora"])
+    let output = lachesis_tests::trainer_command(&app.base, "vllm-lora", "0.03", 2, &scratch)
         .args(["--vllm-url", &app.base, "--lora-name", "policy"])
-        .arg("--model")
-        .arg(model_path())
-        .args(["--lora-rank", "8", "--lr", "0.03", "--steps", "2"])
-        .args(["--batch-size", "4", "--micro-batch", "4"])
-        .args(["--max-token-len", "512"])
-        .arg("--checkpoint-dir")
-        .arg(&scratch)
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
         .output()
         .await
         .expect("the trainer runs");
