@@ -49,6 +49,11 @@ pub enum ContenderPolicy {
         /// Extra instructions for this contender.
         #[serde(default)]
         system: Option<String>,
+        /// A LoRA adapter the server serves under this name, instead of the base weights: a
+        /// training run's current weights when its trainer hot-loads them under that name
+        /// (`lachesis train run --sync vllm-lora --lora-name NAME`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        adapter: Option<String>,
     },
     /// An OpenAI-compatible chat endpoint chosen by the server's admin. Its key, if any, comes from
     /// the server's `LACHESIS_ARENA_API_KEY`, never from the request.
@@ -58,6 +63,20 @@ pub enum ContenderPolicy {
         /// The model name to ask for.
         model: String,
     },
+}
+
+impl ContenderPolicy {
+    /// What answers, in a few words: `embedded`, `adapter NAME` or `endpoint`.
+    pub fn label(&self) -> String {
+        match self {
+            ContenderPolicy::Embedded {
+                adapter: Some(name),
+                ..
+            } => format!("adapter {name}"),
+            ContenderPolicy::Embedded { .. } => "embedded".into(),
+            ContenderPolicy::Endpoint { .. } => "endpoint".into(),
+        }
+    }
 }
 
 /// An admin's request to enter a contender.
@@ -290,7 +309,8 @@ mod tests {
             p,
             ContenderPolicy::Embedded {
                 temperature: 0.7,
-                system: None
+                system: None,
+                adapter: None
             }
         );
         assert!(serde_json::from_str::<ContenderPolicy>(r#"{"kind":"shell"}"#).is_err());

@@ -3,6 +3,8 @@
 
 // One binary for the model's HTTP surface: tool calls and weight loading live beside the plain
 // completions.
+#[path = "inference_api/arena_adapter.rs"]
+mod arena_adapter;
 #[path = "inference_api/tool_calls.rs"]
 mod tool_calls;
 #[path = "inference_api/trainer_process.rs"]

@@ -36,6 +36,8 @@ pub enum AnswerError {
     Data(String),
     #[error("no model is loaded for an embedded contender")]
     NoModel,
+    #[error("no adapter named {0:?} is loaded")]
+    NoAdapter(String),
     #[error("the contender failed: {0}")]
     Failed(String),
     #[error("the contender did not answer within {0:?}")]
@@ -126,8 +128,12 @@ pub async fn answer(
             ContenderPolicy::Embedded {
                 temperature,
                 system,
+                adapter,
             } => {
-                let engine = engine.ok_or(AnswerError::NoModel)?;
+                let engine = engine.ok_or_else(|| match adapter {
+                    Some(name) => AnswerError::NoAdapter(name.clone()),
+                    None => AnswerError::NoModel,
+                })?;
                 let model: Arc<dyn Policy> = Arc::new(EmbeddedPolicy::new(engine.clone()));
                 let request = PolicyRequest {
                     tools: Vec::new(),

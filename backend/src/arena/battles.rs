@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use lachesis_shared::arena::ArenaKind;
+use lachesis_shared::arena::{ArenaKind, ContenderPolicy};
 
 use super::answer::{self, ArenaPrompt};
 use super::store::{self, NewBattleRow, StoredBattle, StoredContender};
@@ -102,11 +102,19 @@ async fn write_answers(
     let settings = &state.arena.settings;
     let ask = |c: &'_ StoredContender| {
         let policy = c.policy.clone();
+        // An adapter contender answers with whatever the trainer loaded under its name last.
+        let engine = match &policy {
+            ContenderPolicy::Embedded {
+                adapter: Some(name),
+                ..
+            } => state.weights.adapter(name),
+            _ => state.engine.clone(),
+        };
         async move {
             answer::answer(
                 &policy,
                 prompt,
-                state.engine.as_ref(),
+                engine.as_ref(),
                 settings.max_answer_tokens,
                 settings.answer_timeout,
             )

@@ -270,6 +270,7 @@ mod tests {
             policy: ContenderPolicy::Embedded {
                 temperature: 0.0,
                 system: None,
+                adapter: None,
             },
             reveals: Vec::new(),
             votes: 0,

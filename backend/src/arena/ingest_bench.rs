@@ -77,6 +77,7 @@ pub async fn run(args: &ArenaVotesBenchArgs) -> anyhow::Result<ArenaVotesReport>
         let policy = ContenderPolicy::Embedded {
             temperature: 0.7,
             system: None,
+            adapter: None,
         };
         ids.push(
             store::insert_contender(&db, &format!("bench-{run_tag:08x}-{k}"), &policy, &[]).await?,

@@ -92,10 +92,7 @@ async fn contenders(State(state): State<AppState>) -> Result<Json<Vec<ContenderV
             .map(|c| ContenderView {
                 id: c.id,
                 name: c.name,
-                kind: match c.policy {
-                    ContenderPolicy::Embedded { .. } => "embedded".into(),
-                    ContenderPolicy::Endpoint { .. } => "endpoint".into(),
-                },
+                kind: c.policy.label(),
                 votes: c.votes,
             })
             .collect(),
@@ -128,7 +125,19 @@ async fn add_contender(
         ContenderPolicy::Embedded {
             temperature,
             system,
+            adapter,
         } => {
+            let adapter_name = |name: &String| {
+                (1..=64).contains(&name.len())
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+            };
+            if adapter.as_ref().is_some_and(|name| !adapter_name(name)) {
+                return Err(AppError::Invalid(
+                    "an adapter's name is 1 to 64 letters, digits and _.-".into(),
+                ));
+            }
             if !(0.0..=2.0).contains(temperature) {
                 return Err(AppError::Invalid("temperature is between 0 and 2".into()));
             }
@@ -162,10 +171,7 @@ async fn add_contender(
     Ok(Json(ContenderView {
         id,
         name: name.to_string(),
-        kind: match body.policy {
-            ContenderPolicy::Embedded { .. } => "embedded".into(),
-            ContenderPolicy::Endpoint { .. } => "endpoint".into(),
-        },
+        kind: body.policy.label(),
         votes: 0,
     }))
 }

@@ -40,7 +40,7 @@ pub(super) fn lora_trainer() -> (Trainer, lachesis_inference::ModelTokenizer) {
 
 /// Moves every LoRA B matrix (zero at initialisation, so the adapter starts as the identity) to
 /// fixed pseudo-random values: what some steps of training would do, reproducibly.
-fn perturb(trainer: &Trainer, salt: f32) {
+pub(super) fn perturb(trainer: &Trainer, salt: f32) {
     for (name, var) in trainer.model.trainable() {
         if !name.contains("lora_B") {
             continue;
@@ -131,7 +131,7 @@ fn assert_serves(served: &[f32], trainer: &[f32], other: &[f32], what: &str) {
     assert!(gap * 3.0 < moved, "{what}: {gap} vs {moved}");
 }
 
-fn scratch(name: &str) -> PathBuf {
+pub(super) fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("lachesis-weights-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     dir
