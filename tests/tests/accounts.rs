@@ -499,3 +499,5 @@ async fn roles_and_public_runs_grant_reading_without_writing() {
 mod feedback;
 #[path = "accounts/human_judge.rs"]
 mod human_judge;
+#[path = "accounts/signals.rs"]
+mod signals;

@@ -2,7 +2,7 @@
 //! and sounds only) while the model is the caretaker. Sessions live in Postgres; a finished one
 //! carries the rubric judge's verdict and reveals the need behind the behaviors.
 
-mod store;
+pub(crate) mod store;
 
 use std::sync::Arc;
 

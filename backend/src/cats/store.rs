@@ -126,3 +126,37 @@ pub async fn save_turns(
     .rows_affected();
     Ok(updated > 0)
 }
+
+/// A finished session a person played as the caretaker, as the signal exports read it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct CaretakerSessionRow {
+    pub id: i64,
+    pub turns: serde_json::Value,
+    pub verdict: serde_json::Value,
+    pub username: Option<String>,
+}
+
+/// Up to `limit` judged caretaker sessions after id `after`, oldest first, of `owner` (every
+/// owner's when `None`).
+pub async fn caretaker_sessions_after(
+    db: &PgPool,
+    owner: Option<SessionOwner>,
+    after: i64,
+    limit: i64,
+) -> Result<Vec<CaretakerSessionRow>, sqlx::Error> {
+    let SessionOwner { user, team } = owner.unwrap_or_default();
+    sqlx::query_as(
+        "SELECT s.id, s.turns, s.verdict, u.username FROM cat_sessions s \
+         LEFT JOIN users u ON u.id = s.owner_user \
+         WHERE s.role = 'caretaker' AND s.verdict IS NOT NULL AND s.id > $1 \
+           AND ($2 OR (s.owner_user IS NOT DISTINCT FROM $3 AND s.owner_team IS NOT DISTINCT FROM $4)) \
+         ORDER BY s.id LIMIT $5",
+    )
+    .bind(after)
+    .bind(owner.is_none())
+    .bind(user)
+    .bind(team)
+    .bind(limit)
+    .fetch_all(db)
+    .await
+}

@@ -9,6 +9,7 @@ pub mod oracle_config;
 pub mod ratings;
 mod review;
 pub mod routes;
+pub mod signals;
 mod store;
 
 use std::sync::Arc;

@@ -8,6 +8,7 @@
 pub mod agreement;
 mod checks;
 pub mod earnings;
+pub mod signals;
 pub mod store;
 
 use std::collections::BTreeMap;
@@ -50,6 +51,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/feedback/queues/{id}/ratings.jsonl", get(ratings))
         .route("/api/feedback/items/{item}/judgements", post(judge))
         .merge(earnings::routes())
+        .merge(signals::routes())
 }
 
 impl From<FeedbackStoreError> for AppError {

@@ -8,7 +8,7 @@
 //! caller and, for cookie sessions, the CSRF header.
 
 pub mod cli;
-mod store;
+pub(crate) mod store;
 pub mod stream;
 
 use axum::extract::{Path, State};

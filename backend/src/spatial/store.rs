@@ -93,3 +93,34 @@ pub async fn load_scene(db: &PgPool, scene: &str) -> Result<Option<SceneSnapshot
     // A row this code did not write (or an older shape) reads as no scene.
     Ok(row.and_then(|v| serde_json::from_value(v).ok()))
 }
+
+/// A demonstration as the signal exports read it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct DemonstrationRow {
+    pub id: i64,
+    pub seed: i64,
+    pub difficulty: i16,
+    pub actions: serde_json::Value,
+    pub score: f32,
+    pub username: Option<String>,
+}
+
+/// Up to `limit` demonstrations after id `after`, oldest first: `user`'s own, or everyone's when
+/// `None`.
+pub async fn demonstrations_after(
+    db: &PgPool,
+    user: Option<i64>,
+    after: i64,
+    limit: i64,
+) -> Result<Vec<DemonstrationRow>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT d.id, d.seed, d.difficulty, d.actions, d.score, u.username \
+         FROM spatial_demonstrations d LEFT JOIN users u ON u.id = d.user_id \
+         WHERE ($1::bigint IS NULL OR d.user_id = $1) AND d.id > $2 ORDER BY d.id LIMIT $3",
+    )
+    .bind(user)
+    .bind(after)
+    .bind(limit)
+    .fetch_all(db)
+    .await
+}
