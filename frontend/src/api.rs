@@ -457,6 +457,11 @@ pub async fn feedback_queues() -> ApiResult<Vec<QueueView>> {
     get("/api/feedback/queues").await
 }
 
+/// What the signed-in person has been paid for their verdicts on human judge cards.
+pub async fn feedback_earnings() -> ApiResult<lachesis_shared::feedback::Earnings> {
+    get("/api/feedback/earnings").await
+}
+
 /// Opens a queue for `team` (its owners and members may).
 pub async fn feedback_open_queue(team: &str, queue: &NewQueue) -> ApiResult<QueueView> {
     #[derive(Serialize)]

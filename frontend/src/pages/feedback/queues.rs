@@ -2,7 +2,7 @@
 //! owners and members a form to open a queue (with its first items, as JSON lines).
 
 use lachesis_shared::accounts::Role;
-use lachesis_shared::feedback::{FeedbackKind, NewItem, NewItems, NewQueue, QueueView};
+use lachesis_shared::feedback::{Earnings, FeedbackKind, NewItem, NewItems, NewQueue, QueueView};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use leptos_router::components::A;
@@ -16,6 +16,13 @@ use crate::table::DataTable;
 pub fn QueuesPage() -> impl IntoView {
     let queues = RwSignal::new(None::<Vec<QueueView>>);
     let error = RwSignal::new(None::<String>);
+    // Only signed-in people earn; anyone else simply sees no earnings line.
+    let earned = RwSignal::new(None::<Earnings>);
+    spawn_local(async move {
+        if let Ok(earnings) = api::feedback_earnings().await {
+            earned.try_set(Some(earnings));
+        }
+    });
     spawn_local(async move {
         match api::feedback_queues().await {
             Ok(list) => {
@@ -47,6 +54,12 @@ pub fn QueuesPage() -> impl IntoView {
                 "its queue's overlap; the judgements export as preference pairs and ratings."
             </p>
             {move || error.get().map(|e| view! { <p class="error" role="alert">{e}</p> })}
+            {move || earned.get().map(|e| view! {
+                <p class="muted" data-testid="feedback-earnings">
+                    "Paid for your verdicts on human judge cards: " {e.balance.to_string()}
+                    " USDC (" {e.payments} " verdicts)."
+                </p>
+            })}
             <section class="card">
                 <DataTable rows testid="feedback-queue-table">
                     <th>"Queue"</th>
