@@ -149,16 +149,20 @@ pub enum ProteinEpisodeStep {
         reason: String,
     },
     /// The episode ended.
-    Finished {
-        /// Its reward.
-        reward: f64,
-        /// How many stages it completed.
-        stages: usize,
-        /// The complex's mean pLDDT, if it was evaluated.
-        plddt: Option<f64>,
-        /// The complex's ipTM, if the evaluation gave one.
-        iptm: Option<f64>,
-    },
+    Finished(DesignOutcome),
+}
+
+/// How a binder design episode ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DesignOutcome {
+    /// Its reward.
+    pub reward: f64,
+    /// How many stages it completed.
+    pub stages: usize,
+    /// The complex's mean pLDDT, if it was evaluated.
+    pub plddt: Option<f64>,
+    /// The complex's ipTM, if the evaluation gave one.
+    pub iptm: Option<f64>,
 }
 
 #[cfg(test)]
@@ -178,15 +182,16 @@ mod tests {
     fn events_have_a_tagged_shape() {
         let event = ProteinEpisodeEvent {
             episode: 3,
-            step: ProteinEpisodeStep::Finished {
+            step: ProteinEpisodeStep::Finished(DesignOutcome {
                 reward: 0.5,
                 stages: 4,
                 plddt: Some(71.0),
                 iptm: None,
-            },
+            }),
         };
         let value = serde_json::to_value(&event).unwrap();
         assert_eq!(value["step"]["kind"], "finished");
+        assert_eq!(value["step"]["stages"], 4);
         let back: ProteinEpisodeEvent = serde_json::from_value(value).unwrap();
         assert_eq!(back, event);
     }

@@ -27,7 +27,7 @@ use lachesis::nim_serve::{NimServeOptions, spawn_local};
 use lachesis_protein::structure::{DEBUG_TARGET_PDB, Structure, parse_fasta};
 use lachesis_shared::atropos::ScoredData;
 use lachesis_shared::live::LiveEvent;
-use lachesis_shared::protein::{ProteinEpisodeStep, ToolBackend};
+use lachesis_shared::protein::{DesignOutcome, ProteinEpisodeStep, ToolBackend};
 use lachesis_tests::{TestApp, lachesis_bin, registration};
 use serde_json::{Value, json};
 
@@ -623,7 +623,12 @@ async fn groups_of_design_episodes_reach_the_trajectory_api_with_rewards_that_di
     );
     let finished = events
         .iter()
-        .filter(|e| matches!(e.step, ProteinEpisodeStep::Finished { stages: 4, .. }))
+        .filter(|e| {
+            matches!(
+                e.step,
+                ProteinEpisodeStep::Finished(DesignOutcome { stages: 4, .. })
+            )
+        })
         .count();
     assert_eq!(finished, 4);
 }

@@ -8,7 +8,7 @@ use lachesis_shared::mcp::{
     RecentGroups, RunList, RunMetricsReport, ToolError,
 };
 use lachesis_shared::runs::RunMetrics;
-use rmcp::handler::server::common::Extension;
+use rmcp::handler::server::common::{AsRequestContext, Extension, FromContextPart};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
@@ -143,11 +143,7 @@ impl LachesisMcp {
                        first: step, queue, groups received and the environments connected.",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
-    async fn list_runs(
-        &self,
-        Extension(parts): Extension<Parts>,
-    ) -> Result<CallToolResult, ErrorData> {
-        let viewer = caller(&parts)?;
+    async fn list_runs(&self, Caller(viewer): Caller) -> Result<CallToolResult, ErrorData> {
         answer(self.runs(&viewer).await)
     }
 
@@ -159,10 +155,9 @@ impl LachesisMcp {
     )]
     async fn run_metrics(
         &self,
-        Extension(parts): Extension<Parts>,
+        Caller(viewer): Caller,
         Parameters(args): Parameters<MetricsArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let viewer = caller(&parts)?;
         answer(self.metrics(&viewer, args).await)
     }
 
@@ -173,10 +168,9 @@ impl LachesisMcp {
     )]
     async fn recent_groups(
         &self,
-        Extension(parts): Extension<Parts>,
+        Caller(viewer): Caller,
         Parameters(args): Parameters<GroupsArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let viewer = caller(&parts)?;
         answer(self.groups(&viewer, args).await)
     }
 
@@ -211,10 +205,9 @@ impl LachesisMcp {
     )]
     async fn start_evaluation(
         &self,
-        Extension(parts): Extension<Parts>,
+        Caller(viewer): Caller,
         Parameters(args): Parameters<StartEvaluationArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let viewer = caller(&parts)?;
         answer(
             crate::evaluations::start(&self.state, &viewer, &args.environment, args.eval_size)
                 .await,
@@ -227,10 +220,9 @@ impl LachesisMcp {
     )]
     async fn evaluation(
         &self,
-        Extension(parts): Extension<Parts>,
+        Caller(viewer): Caller,
         Parameters(args): Parameters<EvaluationArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let viewer = caller(&parts)?;
         answer(crate::evaluations::get(&self.state, &viewer, args.id).await)
     }
 }
@@ -296,14 +288,20 @@ impl ServerHandler for LachesisMcp {
     }
 }
 
-/// The caller `super::require_caller` identified for this HTTP request. Missing only if the
-/// service were mounted without that middleware: refused rather than served as anyone.
-fn caller(parts: &Parts) -> Result<Viewer, ErrorData> {
-    parts
-        .extensions
-        .get::<Viewer>()
-        .cloned()
-        .ok_or_else(|| ErrorData::internal_error("the MCP caller was not identified", None))
+/// A tool's caller: the one `super::require_caller` identified for this HTTP request. Missing
+/// only if the service were mounted without that middleware: refused rather than served as anyone.
+struct Caller(Viewer);
+
+impl<C: AsRequestContext> FromContextPart<C> for Caller {
+    fn from_context_part(context: &mut C) -> Result<Self, ErrorData> {
+        let Extension(parts) = Extension::<Parts>::from_context_part(context)?;
+        parts
+            .extensions
+            .get::<Viewer>()
+            .cloned()
+            .map(Caller)
+            .ok_or_else(|| ErrorData::internal_error("the MCP caller was not identified", None))
+    }
 }
 
 /// `limit` within 1..=`max`, `default` when absent.

@@ -4,7 +4,6 @@
 //! version, and logprobs that the trainer's model, rebuilt from the adapter the process wrote,
 //! reproduces.
 
-
 use lachesis_tests::{TestApp, config_for, fresh_database, model_path};
 
 use super::weights::{lora_trainer, served_logprobs, trainer_logprobs};

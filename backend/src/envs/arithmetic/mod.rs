@@ -22,7 +22,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use super::{Collected, Env, EnvConfig, EnvError, EnvOptions, EvalOutcome, Item, ScoredSequence};
+use super::{Collected, Env, EnvConfig, EnvError, EnvOptions, EvalOutcome, Item};
 use crate::policy::{Finish, Policy, PolicyRequest, Rollout};
 pub use parse::{ParseError, parse_answer, render_answer};
 
@@ -281,17 +281,11 @@ impl Env for ArithmeticEnv {
 
     async fn collect(&self, item: Item, policy: &dyn Policy) -> Result<Collected, EnvError> {
         let problem: Problem = super::parse_item(item)?;
-        let request = self.request(&problem, self.config.group_size, self.config.temperature);
-        let prompt = request.messages.clone();
-        let rollouts = policy.complete(request).await?;
-        let sequences = rollouts
-            .into_iter()
-            .map(|rollout| {
-                let score = self.score(&problem, &rollout);
-                ScoredSequence::answered(&prompt, rollout, score)
-            })
-            .collect();
-        Ok(Collected::group(sequences, &self.config, policy))
+        let messages = problem.messages(self.settings.examples);
+        Collected::sampled(&self.config, policy, messages, |_, _, rollout| {
+            self.score(&problem, rollout)
+        })
+        .await
     }
 
     async fn evaluate(&self, policy: &dyn Policy) -> Result<EvalOutcome, EnvError> {

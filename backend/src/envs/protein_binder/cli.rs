@@ -72,17 +72,15 @@ impl LiveFeed for Printer {
                     println!("  {worked_ms} ms working, {waited_ms} ms waiting");
                 }
                 ProteinEpisodeStep::Refused { reason } => println!("  refused: {reason}"),
-                ProteinEpisodeStep::Finished {
-                    reward,
-                    stages,
-                    plddt,
-                    iptm,
-                } => {
-                    println!("\n{stages} of 4 stages; reward {reward:.3}");
-                    if let Some(plddt) = plddt {
+                ProteinEpisodeStep::Finished(outcome) => {
+                    println!(
+                        "\n{} of 4 stages; reward {:.3}",
+                        outcome.stages, outcome.reward
+                    );
+                    if let Some(plddt) = outcome.plddt {
                         println!("complex mean pLDDT {plddt:.1}");
                     }
-                    match iptm {
+                    match outcome.iptm {
                         Some(iptm) => println!("ipTM {iptm:.3}"),
                         None => println!("ipTM: not returned by the complex prediction"),
                     }

@@ -7,7 +7,7 @@
 use lachesis_inference::ChatMessage;
 use lachesis_shared::live::LiveEvent;
 use lachesis_shared::protein::{
-    DesignStage, ProteinEpisodeEvent, ProteinEpisodeStep, StructureTrace,
+    DesignOutcome, DesignStage, ProteinEpisodeEvent, ProteinEpisodeStep, StructureTrace,
 };
 use lachesis_shared::tools::{ToolSpec, check_call, parse_assistant_turn};
 use serde::{Deserialize, Serialize};
@@ -275,12 +275,12 @@ pub async fn play(
         settings,
     );
     observer
-        .emit(ProteinEpisodeStep::Finished {
+        .emit(ProteinEpisodeStep::Finished(DesignOutcome {
             reward: episode.score,
             stages: episode.stages,
             plddt: episode.plddt,
             iptm: episode.iptm,
-        })
+        }))
         .await;
     Ok(episode)
 }

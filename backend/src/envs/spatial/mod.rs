@@ -26,7 +26,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use super::in_process::{SHOWCASE_PAUSE, Showcase};
-use super::{Collected, Env, EnvConfig, EnvError, EnvOptions, EvalOutcome, Item, ScoredSequence};
+use super::{Collected, Env, EnvConfig, EnvError, EnvOptions, EvalOutcome, Item};
 use crate::policy::{Policy, PolicyRequest};
 pub use parse::{ActionError, parse_actions, render_actions};
 
@@ -265,12 +265,8 @@ impl Env for SpatialEnv {
             )));
         }
         let task = generate::generate(task_ref.seed, task_ref.difficulty);
-        let request = self.request(&task, self.config.group_size, self.config.temperature);
-        let prompt = request.messages.clone();
-        let rollouts = policy.complete(request).await?;
-        let n = rollouts.len();
-        let mut sequences = Vec::with_capacity(n);
-        for (i, rollout) in rollouts.into_iter().enumerate() {
+        let messages = messages(&task, self.settings.examples);
+        Collected::sampled(&self.config, policy, messages, |i, n, rollout| {
             let (verdict, recording, shown) = judge(&task, &rollout.completion);
             self.show(
                 &task,
@@ -279,13 +275,9 @@ impl Env for SpatialEnv {
                 recording,
                 &verdict,
             );
-            sequences.push(ScoredSequence::answered(
-                &prompt,
-                rollout,
-                f64::from(verdict.score),
-            ));
-        }
-        Ok(Collected::group(sequences, &self.config, policy))
+            f64::from(verdict.score)
+        })
+        .await
     }
 
     async fn evaluate(&self, policy: &dyn Policy) -> Result<EvalOutcome, EnvError> {

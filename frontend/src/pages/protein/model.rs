@@ -2,7 +2,8 @@
 //! steps into four stage rows, the model's refused turns, the latest structure and the outcome.
 
 use lachesis_shared::protein::{
-    DesignStage, ProteinEpisodeEvent, ProteinEpisodeStep, StructureTrace, ToolBackend,
+    DesignOutcome, DesignStage, ProteinEpisodeEvent, ProteinEpisodeStep, StructureTrace,
+    ToolBackend,
 };
 use serde_json::Value;
 
@@ -72,14 +73,8 @@ pub struct StageView {
     pub attempts: u32,
 }
 
-/// The episode's end.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Outcome {
-    pub reward: f64,
-    pub stages: usize,
-    pub plddt: Option<f64>,
-    pub iptm: Option<f64>,
-}
+/// The episode's end, as the environment reported it.
+pub type Outcome = DesignOutcome;
 
 /// A turn the environment refused, placed before the stage the model was trying to reach
 /// (`before` is that stage's index; 4 after the last one).
@@ -208,12 +203,7 @@ pub fn apply(episodes: &mut Vec<EpisodeView>, event: ProteinEpisodeEvent) {
             let before = view.frontier();
             view.refused.push(Refusal { before, reason });
         }
-        ProteinEpisodeStep::Finished {
-            reward,
-            stages,
-            plddt,
-            iptm,
-        } => {
+        ProteinEpisodeStep::Finished(outcome) => {
             // Nobody is calling any more; a call left unanswered did not complete.
             for row in &mut view.stages {
                 match row.state {
@@ -222,12 +212,7 @@ pub fn apply(episodes: &mut Vec<EpisodeView>, event: ProteinEpisodeEvent) {
                     _ => {}
                 }
             }
-            view.outcome = Some(Outcome {
-                reward,
-                stages,
-                plddt,
-                iptm,
-            });
+            view.outcome = Some(outcome);
         }
     }
 }
@@ -391,12 +376,12 @@ mod tests {
             &mut episodes,
             event(
                 1,
-                ProteinEpisodeStep::Finished {
+                ProteinEpisodeStep::Finished(DesignOutcome {
                     reward: 0.25,
                     stages: 2,
                     plddt: None,
                     iptm: None,
-                },
+                }),
             ),
         );
         // The call left unanswered failed; the stage never called stays pending.
