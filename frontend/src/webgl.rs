@@ -1,7 +1,8 @@
 //! What the 3D views (the protein structure, the spatial scene) share: a three-d context on a
 //! canvas, started once the canvas is in the page and drawn in a `requestAnimationFrame` loop
-//! until the component goes; an orbit camera that the pointer turns and the wheel zooms; and the
-//! camera, material, empty instance set and lit render pass each renderer builds on.
+//! until the component goes; the canvas element with its pointer and wheel handlers; an orbit
+//! camera that the pointer turns and the wheel zooms; and the camera, material, empty instance
+//! set and lit render pass each renderer builds on.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -157,10 +158,38 @@ pub fn capture_pointer(e: &PointerEvent) {
 }
 
 /// Zooms `orbit` a step out or in as the wheel turns (instead of scrolling the page).
-pub fn wheel_zoom(orbit: StoredValue<Orbit, LocalStorage>, e: &WheelEvent) {
+fn wheel_zoom(orbit: StoredValue<Orbit, LocalStorage>, e: &WheelEvent) {
     e.prevent_default();
     let factor = if e.delta_y() > 0.0 { 1.1 } else { 1.0 / 1.1 };
     orbit.update_value(|o| o.zoom(factor));
+}
+
+/// A 3D view's canvas: `down`, `moved` and `up` get the pointer's events (a cancelled pointer is
+/// let go too), and the wheel zooms `orbit` and marks the view `dirty`. `attr:` attributes go on
+/// the canvas.
+#[component]
+pub fn OrbitCanvas(
+    canvas: NodeRef<Canvas>,
+    orbit: StoredValue<Orbit, LocalStorage>,
+    dirty: StoredValue<bool, LocalStorage>,
+    down: impl Fn(PointerEvent) + 'static,
+    moved: impl Fn(PointerEvent) + 'static,
+    up: impl Fn(PointerEvent) + Clone + 'static,
+) -> impl IntoView {
+    let wheel = move |e: WheelEvent| {
+        wheel_zoom(orbit, &e);
+        dirty.set_value(true);
+    };
+    view! {
+        <canvas
+            node_ref=canvas
+            on:pointerdown=down
+            on:pointermove=moved
+            on:pointerup=up.clone()
+            on:pointercancel=up
+            on:wheel=wheel
+        ></canvas>
+    }
 }
 
 /// Where an orbit camera looks from, around what it looks at: degrees and world units, the

@@ -23,8 +23,7 @@
 //   REASON             the vote's reason (default below)
 //   CHROMIUM           default /usr/bin/chromium;  SCREENSHOT_DIR: receives arena-*.png
 
-import { join } from 'node:path';
-import { requireEnv, runInChromium, watchErrors } from './common.mjs';
+import { requireEnv, runInChromium, shots, text, waitOrExplain, watchErrors } from './common.mjs';
 
 const BASE_URL = requireEnv('BASE_URL');
 const READY_TIMEOUT_MS = Number(process.env.READY_TIMEOUT_MS || 120_000);
@@ -35,7 +34,6 @@ const READ_MS = Number(process.env.READ_MS || 3_000);
 const REASON =
   process.env.REASON || 'A notices the cat is hiding and gives her a quiet, warm place first.';
 const TIMEOUT_MS = 30_000;
-const SCREENSHOT_DIR = process.env.SCREENSHOT_DIR;
 
 const seen = {
   ok: false,
@@ -64,22 +62,7 @@ const seen = {
   error: null,
 };
 
-const text = async (locator) => ((await locator.textContent()) ?? '').trim();
-const shot = async (page, name) => {
-  if (SCREENSHOT_DIR) await page.screenshot({ path: join(SCREENSHOT_DIR, `arena-${name}.png`) });
-};
-
-// Waits for `locator`; when it does not come, the error names what the page shows as its alert
-// (the server's message for a refused request).
-const waitOrExplain = async (page, locator, timeout, what) => {
-  try {
-    await locator.waitFor({ timeout });
-  } catch (err) {
-    const alert = page.locator('[role=alert]');
-    const shown = (await alert.count()) > 0 ? await text(alert.first()) : 'no error shown';
-    throw new Error(`${what} (page says: ${shown}): ${String(err).split('\n')[0]}`);
-  }
-};
+const shot = shots('arena');
 
 await runInChromium('arena', seen, async (browser) => {
   // Page 1: the leaderboard, watched live.

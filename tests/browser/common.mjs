@@ -1,6 +1,7 @@
 // What every browser script shares: reading its environment, launching the system Chromium,
-// collecting the page's console and page errors, signing in or up through the app's forms, and
-// printing the one JSON report the Rust harness reads (`lachesis_tests::browser::run_script`).
+// collecting the page's console and page errors, signing in or up through the app's forms, reading
+// and waiting on the page, and printing the one JSON report the Rust harness reads
+// (`lachesis_tests::browser::run_script`).
 //
 // playwright-core drives the system Chromium (CHROMIUM, default /usr/bin/chromium): never
 // `npx playwright install` (it downloads a browser; this machine has no network for that).
@@ -18,6 +19,34 @@ export const requireEnv = (name) => {
     process.exit(2);
   }
   return value;
+};
+
+/** The element's text, trimmed ('' when it has none). */
+export const text = async (locator) => ((await locator.textContent()) ?? '').trim();
+
+/**
+ * A `shot(page, name)` that saves `<prefix>-<name>.png` of the page's viewport into SCREENSHOT_DIR,
+ * and does nothing without one.
+ */
+export const shots = (prefix) => {
+  const dir = process.env.SCREENSHOT_DIR;
+  return async (page, name) => {
+    if (dir) await page.screenshot({ path: join(dir, `${prefix}-${name}.png`) });
+  };
+};
+
+/**
+ * Waits for `locator`; when it does not come, the error names what the page shows as its alert
+ * (the server's message for a refused request).
+ */
+export const waitOrExplain = async (page, locator, timeout, what) => {
+  try {
+    await locator.waitFor({ timeout });
+  } catch (err) {
+    const alert = page.locator('[role=alert]');
+    const shown = (await alert.count()) > 0 ? await text(alert.first()) : 'no error shown';
+    throw new Error(`${what} (page says: ${shown}): ${String(err).split('\n')[0]}`);
+  }
 };
 
 // Quiet on a closed network (no update, sync or component downloads); Playwright supplies its own

@@ -23,8 +23,7 @@
 //   CHROMIUM                               default /usr/bin/chromium
 //   SCREENSHOT_DIR                         receives feedback-*.png (optional)
 
-import { join } from 'node:path';
-import { requireEnv, runInChromium, watchErrors } from './common.mjs';
+import { requireEnv, runInChromium, shots, text, waitOrExplain, watchErrors } from './common.mjs';
 
 const BASE_URL = requireEnv('BASE_URL');
 const QUEUES = {
@@ -35,7 +34,6 @@ const QUEUES = {
 const SESSION_COOKIE = requireEnv('SESSION_COOKIE');
 const ITEMS = Number(process.env.ITEMS || 2);
 const TIMEOUT_MS = 30_000;
-const SCREENSHOT_DIR = process.env.SCREENSHOT_DIR;
 
 const perQueue = (value) => ({ rank: value(), rate: value(), compare: value() });
 
@@ -58,21 +56,7 @@ const seen = {
   error: null,
 };
 
-const text = async (locator) => ((await locator.textContent()) ?? '').trim();
-const shot = async (page, name) => {
-  if (SCREENSHOT_DIR) await page.screenshot({ path: join(SCREENSHOT_DIR, `feedback-${name}.png`) });
-};
-
-// Waits for `locator`; when it does not come, the error names what the page shows as its alert.
-const waitOrExplain = async (page, locator, timeout, what) => {
-  try {
-    await locator.waitFor({ timeout });
-  } catch (err) {
-    const alert = page.locator('[role=alert]');
-    const shown = (await alert.count()) > 0 ? await text(alert.first()) : 'no error shown';
-    throw new Error(`${what} (page says: ${shown}): ${String(err).split('\n')[0]}`);
-  }
-};
+const shot = shots('feedback');
 
 // The judgement expected as the `index`th of a queue of `kind`, for an item of `n` answers.
 const expected = (kind, index, n) => {

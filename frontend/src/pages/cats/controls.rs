@@ -5,6 +5,27 @@ use leptos::prelude::*;
 
 use super::model::{caretaker_move, cat_move};
 
+/// Either side's "Send": plays the turn, unless there is nothing to send or a turn is under way
+/// (`disabled`). `primary` when it is the side's main action.
+#[component]
+fn SendButton(
+    #[prop(into)] disabled: Signal<bool>,
+    send: impl Fn() + 'static,
+    #[prop(optional)] primary: bool,
+) -> impl IntoView {
+    view! {
+        <button
+            id="cat-send"
+            type="button"
+            class:primary=primary
+            disabled=disabled
+            on:click=move |_| send()
+        >
+            "Send"
+        </button>
+    }
+}
+
 /// The caretaker's box: "send" to go on, "final answer" for the judge.
 #[component]
 pub fn CaretakerControls(
@@ -32,14 +53,10 @@ pub fn CaretakerControls(
                 bind:value=say
             ></textarea>
             <div class="inline">
-                <button
-                    id="cat-send"
-                    type="button"
-                    disabled=move || busy.get() || empty()
-                    on:click=move |_| send(false)
-                >
-                    "Send"
-                </button>
+                <SendButton
+                    disabled=Signal::derive(move || busy.get() || empty())
+                    send=move || send(false)
+                />
                 <button
                     id="cat-finish"
                     type="button"
@@ -73,7 +90,7 @@ pub fn CatControls(
 ) -> impl IntoView {
     let picked = RwSignal::new(Vec::<String>::new());
     let sound = RwSignal::new(String::new());
-    let send = move |_| {
+    let send = move || {
         let turn = behaviors
             .with_untracked(|all| cat_move(&picked.get_untracked(), all, &sound.get_untracked()));
         if let Some(turn) = turn {
@@ -138,15 +155,11 @@ pub fn CatControls(
                     placeholder="e.g. mrrp"
                     bind:value=sound
                 />
-                <button
-                    id="cat-send"
-                    type="button"
-                    class="primary"
-                    disabled=move || busy.get() || nothing()
-                    on:click=send
-                >
-                    "Send"
-                </button>
+                <SendButton
+                    disabled=Signal::derive(move || busy.get() || nothing())
+                    send
+                    primary=true
+                />
                 <span class="muted">
                     {move || format!("{} picked", picked.with(Vec::len))}
                 </span>

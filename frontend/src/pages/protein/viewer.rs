@@ -7,10 +7,10 @@ use leptos::html::Canvas;
 use leptos::prelude::Effect;
 use leptos::prelude::*;
 use three_d::*;
-use web_sys::{PointerEvent, WheelEvent};
+use web_sys::PointerEvent;
 
 use super::geometry::{FIT_RADIUS, Layout};
-use crate::webgl::{self, Frame, Lights, Orbit};
+use crate::webgl::{self, Frame, Lights, Orbit, OrbitCanvas};
 
 /// Degrees per second of the automatic turn.
 const SPIN: f32 = 10.0;
@@ -173,26 +173,22 @@ pub fn StructureViewer(
         shared.dirty.set_value(true);
     };
     let pointer_up = move |_e: PointerEvent| shared.dragging.set_value(None);
-    let wheel = move |e: WheelEvent| {
-        webgl::wheel_zoom(shared.orbit, &e);
-        shared.dirty.set_value(true);
-    };
 
     view! {
         <div class="protein-view">
-            <canvas
-                node_ref=canvas
-                data-testid="protein-viewer"
-                role="img"
-                aria-label=move || label.get()
-                data-chains=move || shared.drawn.get().0.to_string()
-                data-residues=move || shared.drawn.get().1.to_string()
-                on:pointerdown=pointer_down
-                on:pointermove=pointer_move
-                on:pointerup=pointer_up
-                on:pointercancel=pointer_up
-                on:wheel=wheel
-            ></canvas>
+            <OrbitCanvas
+                canvas
+                orbit=shared.orbit
+                dirty=shared.dirty
+                down=pointer_down
+                moved=pointer_move
+                up=pointer_up
+                attr:data-testid="protein-viewer"
+                attr:role="img"
+                attr:aria-label=move || label.get()
+                attr:data-chains=move || shared.drawn.get().0.to_string()
+                attr:data-residues=move || shared.drawn.get().1.to_string()
+            />
             <label class="protein-spin">
                 <input
                     type="checkbox"

@@ -58,7 +58,10 @@ pub fn model(
     }
     for (i, goal) in task.goals.iter().enumerate() {
         let ok = verdict.goals.get(i).is_some_and(|g| g.satisfied);
+        // Where the goal's object and the object it refers to stand (when they are in the scene).
         let at = |id: &str| pose_of(poses, id).map(|p| p.pose.position);
+        let object = at(goal.constraint.subject());
+        let reference = goal.constraint.reference().and_then(at);
         let number = format!("{}", i + 1);
         match &goal.constraint {
             Constraint::Region { center, radius, .. } => {
@@ -73,13 +76,8 @@ pub fn model(
                     at: [center[0], 0.02, center[1]],
                 });
             }
-            Constraint::Distance {
-                object,
-                reference,
-                min,
-                max,
-            } => {
-                if let (Some(a), Some(r)) = (at(object), at(reference)) {
+            Constraint::Distance { min, max, .. } => {
+                if let (Some(a), Some(r)) = (object, reference) {
                     m.visuals.push(Visual::Ring {
                         center: [r[0], r[2]],
                         inner: *min,
@@ -121,13 +119,8 @@ pub fn model(
                     at,
                 });
             }
-            Constraint::Side {
-                reference,
-                plane,
-                same,
-                ..
-            } => {
-                if let Some(r) = at(reference) {
+            Constraint::Side { plane, same, .. } => {
+                if let Some(r) = reference {
                     let side = plane.coordinate(r).signum() * if *same { 1.0 } else { -1.0 };
                     let h = ARENA_HALF_SIZE;
                     let (from, to) = match plane {
@@ -146,8 +139,8 @@ pub fn model(
                     });
                 }
             }
-            Constraint::Stacked { object, support } => {
-                if let (Some(a), Some(s)) = (at(object), at(support)) {
+            Constraint::Stacked { .. } => {
+                if let (Some(a), Some(s)) = (object, reference) {
                     m.visuals.push(Visual::Line { from: a, to: s, ok });
                     m.labels.push(Label {
                         key: format!("goal-{i}"),
@@ -156,8 +149,8 @@ pub fn model(
                     });
                 }
             }
-            Constraint::RelativeYaw { object, .. } => {
-                if let Some(a) = at(object) {
+            Constraint::RelativeYaw { .. } => {
+                if let Some(a) = object {
                     m.labels.push(Label {
                         key: format!("goal-{i}"),
                         text: format!("{number} ⟳"),

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use lachesis_shared::spatial::{
-    Action, AttemptResult, HumanAttempt, ObjectPose, Pose, Task, score,
+    Action, AttemptResult, DIFFICULTIES, HumanAttempt, ObjectPose, Pose, Task, score,
 };
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -248,10 +248,9 @@ pub fn SpatialSolvePage() -> impl IntoView {
                     difficulty.set(event_target_value(&e).parse().unwrap_or(1));
                     load();
                 } prop:value=move || difficulty.get().to_string()>
-                    <option value="1">"1"</option>
-                    <option value="2">"2"</option>
-                    <option value="3">"3"</option>
-                    <option value="4">"4"</option>
+                    {DIFFICULTIES
+                        .map(|d| view! { <option value=d.to_string()>{d}</option> })
+                        .collect_view()}
                 </select>
             </label>
             <span class="muted" data-testid="task-id">

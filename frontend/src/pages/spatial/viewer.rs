@@ -8,10 +8,10 @@ use std::rc::Rc;
 use lachesis_shared::spatial::ARENA_HALF_SIZE;
 use leptos::html::Canvas;
 use leptos::prelude::*;
-use web_sys::{PointerEvent, WheelEvent};
+use web_sys::PointerEvent;
 
 use super::render::{Drawn, Orbit, Renderer, START, Visual};
-use crate::webgl::{self, Frame};
+use crate::webgl::{self, Frame, OrbitCanvas};
 
 /// A text placed over a point of the scene.
 #[derive(Debug, Clone, PartialEq)]
@@ -201,22 +201,17 @@ pub fn SceneViewer(
         }
     };
 
-    let wheel = move |e: WheelEvent| {
-        webgl::wheel_zoom(orbit, &e);
-        dirty.set_value(true);
-    };
-
     view! {
         <div class="scene-view">
-            <canvas
-                node_ref=canvas
-                data-testid="scene-canvas"
-                on:pointerdown=pointer_down
-                on:pointermove=pointer_move
-                on:pointerup=pointer_up
-                on:pointercancel=pointer_up
-                on:wheel=wheel
-            ></canvas>
+            <OrbitCanvas
+                canvas
+                orbit
+                dirty
+                down=pointer_down
+                moved=pointer_move
+                up=pointer_up
+                attr:data-testid="scene-canvas"
+            />
             <For
                 each=move || placed.get()
                 key=|(key, text, x, y)| (key.clone(), text.clone(), x.to_bits(), y.to_bits())
