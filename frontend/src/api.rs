@@ -237,9 +237,13 @@ pub async fn groups(run: &str, limit: usize, env: Option<i64>) -> ApiResult<Vec<
 }
 
 pub async fn set_visibility(run: &str, public: bool) -> ApiResult<()> {
-    let path = format!("/api/runs/{}/visibility", encode(run));
-    let request = json_request(Request::put(&path), &Visibility { public })?;
-    send(request, &path).await.map(|_| ())
+    put_visibility(&format!("/api/runs/{}/visibility", encode(run)), public).await
+}
+
+/// `PUT {path}` with `{"public": ...}`: a run's or a chess game's visibility.
+pub async fn put_visibility(path: &str, public: bool) -> ApiResult<()> {
+    let request = json_request(Request::put(path), &Visibility { public })?;
+    send(request, path).await.map(|_| ())
 }
 
 /// Plain links (the browser downloads them with the session cookie).

@@ -16,6 +16,9 @@ use tokio_tungstenite::tungstenite::Message;
 
 const WAIT: Duration = Duration::from_secs(30);
 
+#[path = "chess/spectators.rs"]
+mod spectators;
+
 async fn post(app: &TestApp, path: &str, body: &Value) -> (StatusCode, Value) {
     let response = app
         .client

@@ -313,7 +313,7 @@ impl Viewer {
             },
             // The marketplace feed and arena votes are public; spatial scenes and tool episodes (generated tasks
             // and the model's attempts at them, which run while someone watches) are for anyone
-            // signed in; a game, to whoever may play it.
+            // signed in; a game, to whoever may play it, or to anyone once it is public.
             None => match topic {
                 Topic::Marketplace | Topic::Arena { .. } => Ok(true),
                 Topic::Scene { .. } | Topic::Tools | Topic::Protein => {

@@ -140,22 +140,48 @@ pub async fn can_watch(viewer: &Viewer, state: &AppState, game: &str) -> Result<
     };
     let mut conn = state.db.acquire().await?;
     match store::game(&mut conn, id, false).await {
-        Ok(Some(row)) => Ok(may_access(viewer, &row)),
+        Ok(Some(row)) => Ok(row.public || may_access(viewer, &row)),
         Ok(None) => Ok(false),
         Err(store::StoreError::Database(e)) => Err(e),
         Err(_) => Ok(false),
     }
 }
 
-/// The game with its moves, if `viewer` may see it.
+/// The game with its moves, if `viewer` may see it: its owner, or anyone once it is public
+/// (`yours` says which).
 pub async fn load(state: &AppState, viewer: &Viewer, id: i64) -> Result<GameView, AppError> {
     let mut conn = state.db.acquire().await?;
     let game = store::game(&mut conn, id, false)
         .await?
-        .filter(|g| may_access(viewer, g))
+        .filter(|g| g.public || may_access(viewer, g))
         .ok_or(AppError::NotFound("game"))?;
     let moves = store::moves(&mut conn, id).await?;
-    Ok(store::view(&game, &moves))
+    let mut view = store::view(&game, &moves);
+    view.yours = may_access(viewer, &game);
+    Ok(view)
+}
+
+/// The game, when `viewer` owns it; a spectator of a public game is refused.
+pub async fn load_own(state: &AppState, viewer: &Viewer, id: i64) -> Result<GameView, AppError> {
+    let game = load(state, viewer, id).await?;
+    if !game.yours {
+        return Err(AppError::Forbidden(
+            "spectators watch; the game's owner acts",
+        ));
+    }
+    Ok(game)
+}
+
+/// Opens the owner's game to spectators, or closes it.
+pub async fn set_public(
+    state: &AppState,
+    viewer: &Viewer,
+    id: i64,
+    public: bool,
+) -> Result<GameView, AppError> {
+    load_own(state, viewer, id).await?;
+    store::set_public(&state.db, id, public).await?;
+    load(state, viewer, id).await
 }
 
 /// Starts a game with the newest policy (learning first from games judged since the last
@@ -362,7 +388,10 @@ async fn finish_turn(
     if game.game_return.is_some() && game.outcome.is_some() {
         publish_game(state, &game, true).await?;
     }
-    Ok(store::view(&game, &moves))
+    // Only the game's owner plays a turn, and this answers them.
+    let mut view = store::view(&game, &moves);
+    view.yours = true;
+    Ok(view)
 }
 
 async fn publish_game(state: &AppState, game: &GameRow, reviewed: bool) -> Result<(), AppError> {

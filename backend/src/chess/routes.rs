@@ -1,10 +1,11 @@
 //! `/api/chess/...`: games, moves, resignation, PGN export, ratings and the agent's state. The
 //! socket's `chess_move` ([`socket_move`]) plays through the same service.
 
+use axum::extract::Query;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use lachesis_shared::chess::rules;
 use lachesis_shared::chess::{
@@ -27,6 +28,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/chess/games/{id}/resign", post(resign))
         .route("/api/chess/games/{id}/pgn", get(pgn))
         .route("/api/chess/games/{id}/ratings", post(rate))
+        .route("/api/chess/games/{id}/visibility", put(visibility))
         .route("/api/chess/agent", get(agent))
 }
 
@@ -41,10 +43,25 @@ impl From<store::StoreError> for AppError {
     }
 }
 
+#[derive(serde::Deserialize)]
+struct ListQuery {
+    /// Only games open to spectators, anyone's: readable without an account.
+    #[serde(default)]
+    public: bool,
+}
+
+/// Public games shown to spectators at once.
+const PUBLIC_LISTED: i64 = 50;
+
 async fn list(
     State(state): State<AppState>,
     viewer: Viewer,
+    Query(query): Query<ListQuery>,
 ) -> Result<Json<Vec<GameSummary>>, AppError> {
+    if query.public {
+        let games = store::list_games(&state.db, true, None, None, true, PUBLIC_LISTED).await?;
+        return Ok(Json(games));
+    }
     let (all, user, team) = match &viewer {
         Viewer::Open | Viewer::Admin => (true, None, None),
         Viewer::User { id, .. } => (false, Some(*id), None),
@@ -52,7 +69,7 @@ async fn list(
         Viewer::Anonymous => return Err(AppError::NotSignedIn),
     };
     Ok(Json(
-        store::list_games(&state.db, all, user, team, 100).await?,
+        store::list_games(&state.db, all, user, team, false, 100).await?,
     ))
 }
 
@@ -141,7 +158,7 @@ async fn rate(
     if !(1..=5).contains(&body.rating) {
         return Err(AppError::Invalid("a rating is 1 to 5".into()));
     }
-    let game = super::load(&state, &viewer, id).await?;
+    let game = super::load_own(&state, &viewer, id).await?;
     if game.outcome.is_none() {
         return Err(AppError::Conflict(
             "rate moves once the game is over".into(),
@@ -154,6 +171,18 @@ async fn rate(
         )));
     }
     Ok(Json(super::load(&state, &viewer, id).await?))
+}
+
+async fn visibility(
+    State(state): State<AppState>,
+    Writer(viewer): Writer,
+    Path(id): Path<String>,
+    Body(body): Body<lachesis_shared::accounts::Visibility>,
+) -> Result<Json<GameView>, AppError> {
+    let id = game_id(&id)?;
+    Ok(Json(
+        super::set_public(&state, &viewer, id, body.public).await?,
+    ))
 }
 
 async fn agent(State(state): State<AppState>) -> Result<Json<AgentInfo>, AppError> {

@@ -35,6 +35,8 @@ pub struct GameRow {
     pub game_return: Option<f64>,
     pub plies: u32,
     pub created_at: String,
+    /// Anyone may watch it.
+    pub public: bool,
 }
 
 /// A `chess_games` row with its derived columns, as the queries below select it.
@@ -51,6 +53,7 @@ struct GameRecord {
     game_return: Option<f64>,
     created: String,
     plies: i64,
+    public: bool,
 }
 
 impl TryFrom<GameRecord> for GameRow {
@@ -82,6 +85,7 @@ impl TryFrom<GameRecord> for GameRow {
             game_return: row.game_return,
             plies: u32::try_from(row.plies).unwrap_or(u32::MAX),
             created_at: row.created,
+            public: row.public,
         })
     }
 }
@@ -109,7 +113,8 @@ pub async fn game(
         r#"SELECT g.id, g.owner_user, g.owner_team, g.agent_side, g.start_fen, g.fen,
                   g.policy_version, g.result, g.end_reason, g.game_return,
                   to_char(g.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "created!",
-                  (SELECT count(*) FROM chess_moves m WHERE m.game_id = g.id) AS "plies!"
+                  (SELECT count(*) FROM chess_moves m WHERE m.game_id = g.id) AS "plies!",
+                  g.public
            FROM chess_games g WHERE g.id = $1"#,
         id
     )
@@ -119,11 +124,14 @@ pub async fn game(
 }
 
 /// Games the caller may see: `owner_user`/`owner_team` filter unless `all`.
+/// The newest `limit` games of `user` or `team` (every game when `all`); only public ones when
+/// `public_only`.
 pub async fn list_games(
     db: &PgPool,
     all: bool,
     user: Option<i64>,
     team: Option<i64>,
+    public_only: bool,
     limit: i64,
 ) -> Result<Vec<GameSummary>, StoreError> {
     let rows = sqlx::query_as!(
@@ -131,12 +139,15 @@ pub async fn list_games(
         r#"SELECT g.id, g.owner_user, g.owner_team, g.agent_side, g.start_fen, g.fen,
                   g.policy_version, g.result, g.end_reason, g.game_return,
                   to_char(g.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "created!",
-                  (SELECT count(*) FROM chess_moves m WHERE m.game_id = g.id) AS "plies!"
+                  (SELECT count(*) FROM chess_moves m WHERE m.game_id = g.id) AS "plies!",
+                  g.public
            FROM chess_games g
-           WHERE $1 OR g.owner_user = $2 OR g.owner_team = $3 ORDER BY g.id DESC LIMIT $4"#,
+           WHERE ($1 OR g.owner_user = $2 OR g.owner_team = $3) AND (g.public OR NOT $4)
+           ORDER BY g.id DESC LIMIT $5"#,
         all,
         user,
         team,
+        public_only,
         limit
     )
     .fetch_all(db)
@@ -206,7 +217,19 @@ pub fn view(game: &GameRow, moves: &[StoredMove]) -> GameView {
         policy_version: game.policy_version,
         game_return: game.game_return,
         created_at: game.created_at.clone(),
+        public: game.public,
+        yours: false,
     }
+}
+
+/// Makes game `id` public or private.
+pub async fn set_public(db: &PgPool, id: i64, public: bool) -> Result<(), StoreError> {
+    sqlx::query("UPDATE chess_games SET public = $2 WHERE id = $1")
+        .bind(id)
+        .bind(public)
+        .execute(db)
+        .await?;
+    Ok(())
 }
 
 pub async fn insert_game(

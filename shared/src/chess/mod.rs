@@ -259,6 +259,12 @@ pub struct GameView {
     pub game_return: Option<f64>,
     /// When the game was created: RFC 3339, UTC, seconds precision.
     pub created_at: String,
+    /// Anyone may read it and watch it live (its owner said so).
+    #[serde(default)]
+    pub public: bool,
+    /// The caller plays it; anyone else sees it as a spectator.
+    #[serde(default)]
+    pub yours: bool,
 }
 
 /// A game as the game list shows it.

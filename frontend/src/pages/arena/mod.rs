@@ -11,6 +11,7 @@
 mod battle;
 mod leaderboard;
 mod vote;
+mod watch;
 
 use std::time::Duration;
 

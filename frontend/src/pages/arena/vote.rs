@@ -152,6 +152,7 @@ pub fn ArenaPage() -> impl IntoView {
                     ></textarea>
                 </section>
             })}
+            <super::watch::Watch />
         </div>
     }
 }

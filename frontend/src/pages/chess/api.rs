@@ -34,6 +34,16 @@ pub async fn play(id: &str, uci: &str) -> ApiResult<GameView> {
     api::post(&format!("{}/moves", game_path(id)), &body).await
 }
 
+/// Opens the game to spectators, or closes it.
+pub async fn set_public(id: &str, public: bool) -> ApiResult<()> {
+    api::put_visibility(&format!("{}/visibility", game_path(id)), public).await
+}
+
+/// The games open to spectators, anyone's, newest first.
+pub async fn public_games() -> ApiResult<Vec<GameSummary>> {
+    api::get("/api/chess/games?public=true").await
+}
+
 pub async fn rate(id: &str, ply: u32, rating: u8) -> ApiResult<GameView> {
     let body = RateMove { ply, rating };
     api::post(&format!("{}/ratings", game_path(id)), &body).await

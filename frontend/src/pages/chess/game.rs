@@ -143,8 +143,10 @@ fn Game(id: String) -> impl IntoView {
         game.with(|g| g.as_ref().and_then(|g| position::last_move(&g.moves, ply)))
     });
     let turn = Memo::new(move |_| shown.with(|s| s.as_ref().map(|s| s.turn)));
+    let yours = Memo::new(move |_| game.with(|g| g.as_ref().is_some_and(|g| g.yours)));
     let movable = Memo::new(move |_| {
-        let free = viewing.get().is_none()
+        let free = yours.get()
+            && viewing.get().is_none()
             && pending.get().is_none()
             && busy.get().is_none()
             && !over.get();
@@ -231,6 +233,9 @@ fn Game(id: String) -> impl IntoView {
         }
         let check = shown.with(|s| s.as_ref().is_some_and(|s| s.check.is_some()));
         let check = if check { " Check!" } else { "" };
+        if !yours.get() {
+            return format!("Watching live.{check}");
+        }
         match (pending.get(), turn.get()) {
             (Some(_), _) => "Sending your move…".to_owned(),
             (None, Some(side)) if side == person => format!("Your move.{check}"),
@@ -238,8 +243,37 @@ fn Game(id: String) -> impl IntoView {
         }
     };
 
+    let share = move |_| {
+        let public = !game.with_untracked(|g| g.as_ref().is_some_and(|g| g.public));
+        let game_id = id.get_value();
+        spawn_local(async move {
+            match api::set_public(&game_id, public).await {
+                Ok(()) => game.update(|g| {
+                    if let Some(g) = g {
+                        g.public = public;
+                    }
+                }),
+                Err(e) => error.set(Some(e.to_string())),
+            }
+        });
+    };
+    let share_view = move || {
+        yours.get().then(|| {
+            let public = game.with(|g| g.as_ref().is_some_and(|g| g.public));
+            view! {
+                <button
+                    data-testid="share"
+                    data-public=public.to_string()
+                    title="Let anyone watch this game live from the arena page"
+                    on:click=share
+                >
+                    {if public { "Stop sharing" } else { "Let spectators watch" }}
+                </button>
+            }
+        })
+    };
     let controls = move || {
-        let playing = !over.get() && game.with(|g| g.is_some());
+        let playing = yours.get() && !over.get() && game.with(|g| g.is_some());
         let resign_view = match (playing, confirm_resign.get()) {
             (false, _) => ().into_any(),
             (true, false) => view! {
@@ -272,6 +306,7 @@ fn Game(id: String) -> impl IntoView {
                     "Flip board"
                 </button>
                 {resign_view}
+                {share_view}
                 <button
                     class="primary"
                     data-testid="new-game"
@@ -288,10 +323,15 @@ fn Game(id: String) -> impl IntoView {
         game.with(|g| {
             g.as_ref().map(|g| {
                 let person = g.agent_side.other().as_str();
+                let who = if g.yours {
+                    format!("You play {person}")
+                } else {
+                    format!("A spectator's view: a person plays {person}")
+                };
                 view! {
                     <p class="muted">
                         {format!(
-                            "You play {person} against DeepSacrifice policy v{}. Started {}.",
+                            "{who} against DeepSacrifice policy v{}. Started {}.",
                             g.policy_version,
                             super::started(&g.created_at),
                         )}

@@ -2,7 +2,7 @@
 //! past games (each is replayable), and see the agent's current policy. The game itself is
 //! [`game::GamePage`] at `/chess/:game`.
 
-mod api;
+pub mod api;
 mod board;
 mod eval_graph;
 mod export;

@@ -72,6 +72,8 @@ pub fn Review(
                         aria-pressed=(rating == Some(n)).to_string()
                         title=format!("Rate this move {n} of 5")
                         data-testid=format!("rate-{ply}-{n}")
+                        // Only the game's owner rates; spectators see the ratings.
+                        disabled=move || !game.with(|g| g.as_ref().is_some_and(|g| g.yours))
                         on:click=move |_| rate(ply, n)
                     >
                         {if on { "★" } else { "☆" }}
