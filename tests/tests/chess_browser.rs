@@ -208,3 +208,84 @@ async fn a_person_plays_resigns_rates_and_exports_a_game_in_the_browser() {
         "as Black the board is turned and the agent has opened"
     );
 }
+
+/// A spectator in Chromium (`tests/browser/spectate.mjs`): with accounts on, Ada opens her game to
+/// spectators; a visitor who is not signed in follows the arena's link to it and watches her
+/// moves, played here over HTTP every few seconds, and the agent's answers arrive live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spectator_watches_a_public_game_live_from_the_arena() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use lachesis_shared::chess::rules;
+    use lachesis_tests::{Caller, sign_up};
+    use reqwest::{Method, StatusCode};
+
+    check_prerequisites();
+    let mut config = config_for(&fresh_database().await);
+    config.auth = true;
+    let app = TestApp::spawn_with(config).await;
+    let ada = sign_up(&app, "/api/auth/setup", "ada", "lab").await;
+    let (status, created) = app
+        .call(
+            Caller::Session(&ada),
+            Method::POST,
+            "/api/chess/games",
+            Some(json!({"agent_side": "black"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+    let id = created["id"].as_str().unwrap().to_string();
+    let path = format!("/api/chess/games/{id}");
+    let (status, _) = app
+        .call(
+            Caller::Session(&ada),
+            Method::PUT,
+            &format!("{path}/visibility"),
+            Some(json!({"public": true})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+
+    let watched = AtomicBool::new(false);
+    let spectator = async {
+        let run = run_script(
+            "spectate.mjs",
+            &app.base,
+            &[("GAME", id.clone())],
+            Duration::from_secs(240),
+        )
+        .await;
+        watched.store(true, Ordering::SeqCst);
+        run
+    };
+    // Ada plays a legal move every few seconds until the spectator has seen enough.
+    let owner = async {
+        let mut played = 0;
+        while !watched.load(Ordering::SeqCst) && played < 30 {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let (_, view) = app.call(Caller::Session(&ada), Method::GET, &path, None).await;
+            let view: GameView = serde_json::from_value(view).unwrap();
+            if view.outcome.is_some() {
+                break;
+            }
+            let position = rules::parse_fen(&view.fen).unwrap();
+            let Some(legal) = rules::legal_moves(&position).first().cloned() else {
+                break;
+            };
+            let (status, _) = app
+                .call(
+                    Caller::Session(&ada),
+                    Method::POST,
+                    &format!("{path}/moves"),
+                    Some(json!({"uci": legal.uci})),
+                )
+                .await;
+            assert_eq!(status, StatusCode::OK);
+            played += 1;
+        }
+    };
+    let (run, ()) = tokio::join!(spectator, owner);
+    let report = run.passed();
+    assert_eq!(report["owner_controls"], 0, "{report}");
+    assert!(report["plies_watched"].as_i64().unwrap() >= 2, "{report}");
+}
