@@ -208,6 +208,10 @@ pub struct RoundEvent {
     pub rewards: Vec<f64>,
     /// The answers judged, in order (shortened for the feed).
     pub answers: Vec<String>,
+    /// The version of the weights that wrote the answers, when the policy reports one: it rises
+    /// as a trainer syncs new weights into the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight_version: Option<i64>,
 }
 
 /// One Pay-to-Play episode skipped before anything was paid.

@@ -263,7 +263,9 @@ async fn a_spectator_watches_a_public_game_live_from_the_arena() {
         let mut played = 0;
         while !watched.load(Ordering::SeqCst) && played < 30 {
             tokio::time::sleep(Duration::from_secs(3)).await;
-            let (_, view) = app.call(Caller::Session(&ada), Method::GET, &path, None).await;
+            let (_, view) = app
+                .call(Caller::Session(&ada), Method::GET, &path, None)
+                .await;
             let view: GameView = serde_json::from_value(view).unwrap();
             if view.outcome.is_some() {
                 break;

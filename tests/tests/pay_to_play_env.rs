@@ -278,4 +278,9 @@ async fn the_embedded_model_answers_and_judges_an_episode() {
         PanelChoice::Llm | PanelChoice::LlmFallback { .. }
     ));
     assert!(round.paid.0 > 0);
+    assert_eq!(
+        round.weight_version,
+        Some(0),
+        "the round names the weights that answered: the model as loaded"
+    );
 }

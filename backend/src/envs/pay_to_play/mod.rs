@@ -329,6 +329,7 @@ impl PayToPlayEnv {
                 .iter()
                 .map(|r| r.completion.chars().take(FEED_ANSWER_CHARS).collect())
                 .collect(),
+            weight_version: policy.weight_version(),
         }));
         feed::record(db, &event).await.map_err(other)?;
         let prompt = prompts::answer_messages(task, available);

@@ -51,6 +51,11 @@ fn round(round: RoundEvent) -> impl IntoView {
                 <span class="feed-run">{round.run.clone()}</span>
                 <span class="badge">{round.category.as_str()}</span>
                 <span class=format!("badge {choice_class}")>{choice}</span>
+                {round.weight_version.map(|v| view! {
+                    <span class="badge" data-testid="feed-weights" title="The weights that answered">
+                        {format!("weights v{v}")}
+                    </span>
+                })}
             </div>
             <div class="feed-task" title=round.answers.join("\n\n")>{round.task.clone()}</div>
             <ul class="paid-cards">{cards}</ul>

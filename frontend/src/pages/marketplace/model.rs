@@ -104,6 +104,7 @@ mod tests {
             panel_scores: vec![0.5],
             rewards: vec![0.4],
             answers: vec!["a".into()],
+            weight_version: None,
         }))
     }
 
