@@ -313,6 +313,10 @@ async fn a_showcase_runs_only_while_watched_and_never_beside_a_trainer() {
         .unwrap();
     let caption = next_caption(&mut ws).await;
     assert!(caption.contains("showcase"), "{caption}");
+    assert!(
+        caption.contains("weights v0"),
+        "the weights that answer: {caption}"
+    );
     assert!(showcase_attempts(&app, "spatial").await >= 1);
 
     // A trainer takes the environment on: the scene shows its rollouts, and the showcase stops

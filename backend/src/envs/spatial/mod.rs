@@ -236,12 +236,21 @@ impl SpatialEnv {
         let (verdict, recording, shown) = judge(&task, &rollout.completion);
         self.show(
             &task,
-            format!("{} (showcase, no trainer attached)", policy.name()),
+            format!("{} (showcase, no trainer attached)", answered_by(policy)),
             shown,
             recording,
             &verdict,
         );
         Ok(verdict.score)
+    }
+}
+
+/// Who answers, for the scene's caption: the policy, and its weight version when it reports one
+/// (it rises as a trainer syncs new weights, so viewers see training reach the scene).
+fn answered_by(policy: &dyn Policy) -> String {
+    match policy.weight_version() {
+        Some(version) => format!("{}, weights v{version}", policy.name()),
+        None => policy.name().to_string(),
     }
 }
 
@@ -270,7 +279,7 @@ impl Env for SpatialEnv {
             let (verdict, recording, shown) = judge(&task, &rollout.completion);
             self.show(
                 &task,
-                format!("{} (attempt {} of {n})", policy.name(), i + 1),
+                format!("{} (attempt {} of {n})", answered_by(policy), i + 1),
                 shown,
                 recording,
                 &verdict,
