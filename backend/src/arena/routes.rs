@@ -297,6 +297,18 @@ async fn vote(
         choice: body.choice,
         reason,
     };
+    let announce = |cast: store::CastVote| {
+        let event = LiveEvent::ArenaVote(ArenaVoteEvent {
+            arena: cast.arena,
+            battle: id,
+            contenders: cast.contenders,
+            choice: body.choice,
+            counted: cast.counted,
+        });
+        let topic = Topic::Arena { arena: cast.arena };
+        crate::live::bridge::payload(&topic, &event)
+            .map(|payload| (crate::live::bridge::CHANNEL, payload))
+    };
     let outcome = store::cast_vote(
         &state.db,
         &ballot,
@@ -309,6 +321,7 @@ async fn vote(
                 earlier,
             )
         },
+        announce,
     )
     .await?;
     match outcome {
@@ -333,28 +346,10 @@ async fn vote(
             ));
         }
     }
+    // The vote's announcement went out with its commit.
     let battle = store::battle(&state.db, id)
         .await?
         .ok_or(AppError::NotFound("battle"))?;
-    let event = LiveEvent::ArenaVote(ArenaVoteEvent {
-        arena: battle.arena,
-        battle: battle.id,
-        contenders: battle.contenders.clone(),
-        choice: body.choice,
-        counted: battle.excluded.is_none(),
-    });
-    // The vote is stored; a lost notification only delays the pages, which also reload.
-    if let Err(e) = crate::live::bridge::publish(
-        &state.db,
-        &Topic::Arena {
-            arena: battle.arena,
-        },
-        &event,
-    )
-    .await
-    {
-        tracing::warn!(error = %e, "arena vote not announced");
-    }
     Ok(Json(view(&battle)))
 }
 

@@ -269,15 +269,27 @@ pub struct Ballot<'a> {
     pub reason: Option<&'a str>,
 }
 
+/// What a vote's announcement is made from: the battle's arena and contenders, and whether the
+/// vote counts.
+#[derive(Debug, Clone)]
+pub struct CastVote {
+    pub arena: ArenaKind,
+    /// The contenders' names, A then B.
+    pub contenders: [String; 2],
+    pub counted: bool,
+}
+
 /// Closes battle `id` with `voter`'s vote, in one transaction: the battle row is locked, checked
 /// (theirs, answers complete, not voted, not void), moved to `voted`, and the vote inserted with
 /// what `exclude` says of it (given the seconds since the answers were complete and the voter's
-/// earlier choices, most recent first).
+/// earlier choices, most recent first). `announce` gives the live notification's channel and
+/// payload, sent by the same statement, so it goes out exactly when the vote is committed.
 pub async fn cast_vote(
     db: &PgPool,
     ballot: &Ballot<'_>,
     history: i64,
     exclude: impl FnOnce(f64, &[VoteChoice]) -> Option<String>,
+    announce: impl FnOnce(CastVote) -> Option<(&'static str, String)>,
 ) -> Result<CastOutcome, ArenaStoreError> {
     let Ballot {
         battle: id,
@@ -287,10 +299,18 @@ pub async fn cast_vote(
         reason,
     } = *ballot;
     let mut tx = db.begin().await?;
+    // The voter's earlier choices come with the locked row: one round trip for both.
     let Some(battle) = sqlx::query!(
-        r#"SELECT state, voter, EXTRACT(EPOCH FROM (now() - ready_at))::float8 AS "taken?"
+        r#"SELECT state, voter, arena,
+                  (SELECT c.name FROM arena_contenders c WHERE c.id = contender_a) AS "name_a!",
+                  (SELECT c.name FROM arena_contenders c WHERE c.id = contender_b) AS "name_b!",
+                  EXTRACT(EPOCH FROM (now() - ready_at))::float8 AS "taken?",
+                  ARRAY(SELECT v.choice FROM arena_votes v WHERE v.voter = $2
+                        ORDER BY v.id DESC LIMIT $3) AS "earlier!"
            FROM arena_battles WHERE id = $1 FOR UPDATE"#,
-        id
+        id,
+        voter,
+        history
     )
     .fetch_optional(&mut *tx)
     .await?
@@ -306,30 +326,46 @@ pub async fn cast_vote(
         BattleState::Void => return Ok(CastOutcome::Void),
         BattleState::Ready => {}
     }
-    let earlier = sqlx::query_scalar!(
-        "SELECT choice FROM arena_votes WHERE voter = $1 ORDER BY id DESC LIMIT $2",
-        voter,
-        history
-    )
-    .fetch_all(&mut *tx)
-    .await?
-    .iter()
-    .map(|c| VoteChoice::parse(c).ok_or_else(|| ArenaStoreError::Unreadable(format!("vote {c:?}"))))
-    .collect::<Result<Vec<_>, _>>()?;
-    let excluded = exclude(battle.taken.unwrap_or(0.0).max(0.0), &earlier);
+    let earlier = battle
+        .earlier
+        .iter()
+        .map(|c| {
+            VoteChoice::parse(c).ok_or_else(|| ArenaStoreError::Unreadable(format!("vote {c:?}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let taken = battle.taken.unwrap_or(0.0).max(0.0);
+    let excluded = exclude(taken, &earlier);
+    let arena = ArenaKind::parse(&battle.arena)
+        .ok_or_else(|| ArenaStoreError::Unreadable(format!("arena {:?}", battle.arena)))?;
+    let notice = announce(CastVote {
+        arena,
+        contenders: [battle.name_a, battle.name_b],
+        counted: excluded.is_none(),
+    });
+    let (channel, payload) = match &notice {
+        Some((channel, payload)) => (Some(*channel), Some(payload.as_str())),
+        None => (None, None),
+    };
+    // Two statements: the vote's trigger checks that its battle is already closed, which a
+    // statement running beside the update (one snapshot) would not see.
     sqlx::query!("UPDATE arena_battles SET state = 'voted' WHERE id = $1", id)
         .execute(&mut *tx)
         .await?;
     sqlx::query!(
-        "INSERT INTO arena_votes (battle_id, voter, address, choice, reason, excluded, seconds_taken)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        r#"WITH cast_vote AS (
+               INSERT INTO arena_votes
+                   (battle_id, voter, address, choice, reason, excluded, seconds_taken)
+               VALUES ($1, $2, $3, $4, $5, $6, $7))
+           SELECT pg_notify($8, $9) WHERE $8::text IS NOT NULL"#,
         id,
         voter,
         address,
         choice.as_str(),
         reason,
         excluded.as_deref(),
-        battle.taken.unwrap_or(0.0).max(0.0)
+        taken,
+        channel,
+        payload
     )
     .execute(&mut *tx)
     .await?;
