@@ -325,6 +325,31 @@ pub fn lachesis_bin() -> PathBuf {
     path
 }
 
+/// A server on a fresh database with accounts on.
+pub async fn accounts_app() -> TestApp {
+    let mut config = config_for(&fresh_database().await);
+    config.auth = true;
+    TestApp::spawn_with(config).await
+}
+
+/// A new chess game of `who`'s, the agent playing `agent_side` (`"white"` or `"black"`).
+pub async fn start_chess_game(
+    app: &TestApp,
+    who: &(String, String),
+    agent_side: &str,
+) -> lachesis_shared::chess::GameView {
+    let (status, created) = app
+        .call(
+            Caller::Session(who),
+            reqwest::Method::POST,
+            "/api/chess/games",
+            Some(json!({ "agent_side": agent_side })),
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{created}");
+    serde_json::from_value(created).expect("a GameView")
+}
+
 /// `lachesis train run` against the server at `api`, syncing by `sync`: a rank-8 LoRA of the test
 /// model at learning rate `lr`, `steps` steps of batches of 4 sequences, its checkpoints in
 /// `checkpoints`. Callers add their own arguments (`--vllm-url`, a token) before running it.

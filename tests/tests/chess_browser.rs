@@ -221,20 +221,11 @@ async fn a_spectator_watches_a_public_game_live_from_the_arena() {
     use reqwest::{Method, StatusCode};
 
     check_prerequisites();
-    let mut config = config_for(&fresh_database().await);
-    config.auth = true;
-    let app = TestApp::spawn_with(config).await;
+    let app = lachesis_tests::accounts_app().await;
     let ada = sign_up(&app, "/api/auth/setup", "ada", "lab").await;
-    let (status, created) = app
-        .call(
-            Caller::Session(&ada),
-            Method::POST,
-            "/api/chess/games",
-            Some(json!({"agent_side": "black"})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{created}");
-    let id = created["id"].as_str().unwrap().to_string();
+    let id = lachesis_tests::start_chess_game(&app, &ada, "black")
+        .await
+        .id;
     let path = format!("/api/chess/games/{id}");
     let (status, _) = app
         .call(

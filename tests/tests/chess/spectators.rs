@@ -5,7 +5,7 @@
 use futures::{SinkExt, StreamExt};
 use lachesis_shared::chess::{GameSummary, GameView};
 use lachesis_shared::live::{ClientMsg, LiveEvent, ServerMsg, Topic};
-use lachesis_tests::{Caller, TestApp, config_for, fresh_database, sign_up};
+use lachesis_tests::{Caller, accounts_app, sign_up, start_chess_game};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
@@ -14,21 +14,10 @@ use super::{WAIT, game};
 
 #[tokio::test]
 async fn a_public_game_is_watched_live_by_anyone_and_played_by_its_owner_alone() {
-    let mut config = config_for(&fresh_database().await);
-    config.auth = true;
-    let app = TestApp::spawn_with(config).await;
+    let app = accounts_app().await;
     let ada = sign_up(&app, "/api/auth/setup", "ada", "lab").await;
     let bob = sign_up(&app, "/api/auth/register", "bob", "rivals").await;
-    let (status, created) = app
-        .call(
-            Caller::Session(&ada),
-            Method::POST,
-            "/api/chess/games",
-            Some(json!({"agent_side": "black"})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{created}");
-    let created = game(created);
+    let created = start_chess_game(&app, &ada, "black").await;
     let id = created.id.clone();
     assert!(created.yours && !created.public);
     let path = format!("/api/chess/games/{id}");
