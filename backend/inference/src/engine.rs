@@ -107,6 +107,14 @@ impl Generation {
     }
 }
 
+/// One token as the engine samples it, before the answer is finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamedToken {
+    /// Which of the request's `n` completions it belongs to.
+    pub choice: usize,
+    pub token: u32,
+}
+
 /// A cheap handle to the engine's worker; clone it freely.
 #[derive(Clone)]
 pub struct Engine {
@@ -260,6 +268,25 @@ impl Engine {
 
     /// Generates `params.n` completions of `prompt`. Dropping the future cancels the work.
     pub async fn generate(&self, request: GenerateRequest) -> Result<Generation, EngineError> {
+        self.run(request, None).await
+    }
+
+    /// As [`Engine::generate`], also sending every token to `tokens` the moment it is sampled
+    /// (the end-of-sequence token included, and tokens past a stop string that the finished
+    /// text leaves out).
+    pub async fn generate_streaming(
+        &self,
+        request: GenerateRequest,
+        tokens: mpsc::UnboundedSender<StreamedToken>,
+    ) -> Result<Generation, EngineError> {
+        self.run(request, Some(tokens)).await
+    }
+
+    async fn run(
+        &self,
+        request: GenerateRequest,
+        tokens: Option<mpsc::UnboundedSender<StreamedToken>>,
+    ) -> Result<Generation, EngineError> {
         request.params.validate()?;
         if request.prompt.is_empty() {
             return Err(EngineError::InvalidRequest("the prompt is empty".into()));
@@ -290,6 +317,7 @@ impl Engine {
             .try_send(Command::Generate(Job {
                 request,
                 reply,
+                tokens,
                 _slot: slot,
             }))
             .map_err(|e| match e {

@@ -13,7 +13,7 @@ mod worker;
 
 pub use engine::{
     Choice, Engine, EngineOptions, FinishReason, GenerateRequest, Generation, ModelInfo,
-    TokenLogprob,
+    StreamedToken, TokenLogprob,
 };
 pub use sampling::{MAX_CHOICES, MAX_TOP_LOGPROBS, SamplingParams, log_softmax, sample, top_k};
 pub use tokenizer::{ChatMessage, ModelTokenizer};

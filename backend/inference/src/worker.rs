@@ -20,7 +20,9 @@ use rand::rngs::StdRng;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::backoff::{Backoff, Streak};
-use crate::engine::{Choice, FinishReason, GenerateRequest, Generation, TokenLogprob};
+use crate::engine::{
+    Choice, FinishReason, GenerateRequest, Generation, StreamedToken, TokenLogprob,
+};
 use crate::llama::{KvCache, Llama, rows};
 use crate::sampling::{log_softmax, sample, top_k};
 use crate::{EngineError, ModelTokenizer};
@@ -73,6 +75,9 @@ impl Drop for Slot {
 pub(crate) struct Job {
     pub request: GenerateRequest,
     pub reply: oneshot::Sender<Result<Generation, EngineError>>,
+    /// Where each sampled token goes as soon as it is chosen, for callers that show text as it
+    /// is written. At most `n × max_tokens` are ever sent, so the channel's length is bounded.
+    pub tokens: Option<mpsc::UnboundedSender<StreamedToken>>,
     /// Held, never read: dropping the job gives the place back.
     pub _slot: Slot,
 }
@@ -333,12 +338,19 @@ impl Session {
         };
         let params = &self.job.request.params;
         let eos = tokenizer.eos_token_id();
-        for (choice, row) in self.choices.iter_mut().zip(rows) {
+        for (index, (choice, row)) in self.choices.iter_mut().zip(rows).enumerate() {
             if choice.finished.is_some() {
                 continue;
             }
             let lps = log_softmax(&row);
             let token = sample(&lps, params.temperature, params.top_p, &mut self.rng)?;
+            if let Some(sink) = &self.job.tokens {
+                // A reader that went away only stops watching; the answer is still delivered.
+                let _ = sink.send(StreamedToken {
+                    choice: index,
+                    token,
+                });
+            }
             choice.tokens.push(token);
             choice.logprobs.push(TokenLogprob {
                 token,

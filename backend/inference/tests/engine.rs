@@ -158,6 +158,38 @@ async fn batched_answers_equal_the_single_answer() {
 }
 
 #[tokio::test]
+async fn streamed_tokens_arrive_before_the_answer_and_equal_it() {
+    let engine = engine();
+    let prompt = chat_prompt(&engine, "Name three colours.");
+    let (sink, mut streamed) = tokio::sync::mpsc::unbounded_channel();
+    let request = GenerateRequest {
+        prompt,
+        params: SamplingParams {
+            n: 2,
+            temperature: 0.9,
+            seed: Some(7),
+            ..greedy(16)
+        },
+    };
+    let generating = engine.generate_streaming(request, sink);
+    tokio::pin!(generating);
+    // The first token is read while the generation is still running.
+    let first = tokio::select! {
+        token = streamed.recv() => token.expect("a token before the end"),
+        _ = &mut generating => panic!("the answer finished before any token was streamed"),
+    };
+    let generation = generating.await.unwrap();
+    let mut per_choice = vec![Vec::new(), Vec::new()];
+    per_choice[first.choice].push(first.token);
+    while let Ok(token) = streamed.try_recv() {
+        per_choice[token.choice].push(token.token);
+    }
+    for (choice, tokens) in generation.choices.iter().zip(&per_choice) {
+        assert_eq!(&choice.tokens, tokens);
+    }
+}
+
+#[tokio::test]
 async fn prompt_logprobs_agree_with_decoding_logprobs() {
     let engine = engine();
     let prompt = chat_prompt(&engine, "Count to five.");
