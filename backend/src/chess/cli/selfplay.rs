@@ -1,0 +1,111 @@
+//! `lachesis chess selfplay`: the agent learns from games against its version 0, judged by
+//! Stockfish or by its own shallow search.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use lachesis_chess::selfplay::{self, SelfPlayConfig};
+use lachesis_chess::stockfish::{self, EngineConfig, EnginePool, SearchLimit};
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SelfPlayJudge {
+    /// Stockfish decides soundness; each likely move of the agent's is judged, and the agent
+    /// learns from all of them (the expected policy gradient).
+    Stockfish,
+    /// The shallow search alone (material offered against what a depth-2 search says it costs).
+    Search,
+}
+
+#[derive(Args)]
+pub struct SelfPlayArgs {
+    #[arg(long, default_value_t = 50)]
+    pub games: usize,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long, value_enum, default_value = "stockfish")]
+    pub judge: SelfPlayJudge,
+    /// Games each policy version plays before it learns from them.
+    #[arg(long, default_value_t = 10)]
+    pub games_per_version: usize,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Write the last version's parameters here (JSON), for `lachesis chess rate --policy`.
+    #[arg(long)]
+    pub save_policy: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct EngineArgs {
+    /// The Stockfish binary (default: Debian's /usr/games/stockfish or `stockfish` on PATH).
+    #[arg(long, env = "LACHESIS_STOCKFISH")]
+    pub stockfish: Option<PathBuf>,
+    /// Plies Stockfish searches per judged position.
+    #[arg(long, default_value_t = 8)]
+    pub stockfish_depth: u32,
+}
+
+impl EngineArgs {
+    fn path(&self) -> anyhow::Result<PathBuf> {
+        self.stockfish
+            .clone()
+            .or_else(stockfish::locate)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "no Stockfish found: apt-get install stockfish, or pass --stockfish PATH"
+                )
+            })
+    }
+}
+
+pub(super) fn selfplay(args: SelfPlayArgs) -> anyhow::Result<()> {
+    let config = SelfPlayConfig {
+        games: args.games,
+        seed: args.seed,
+        games_per_version: args.games_per_version,
+        ..SelfPlayConfig::default()
+    };
+    let pool = match args.judge {
+        SelfPlayJudge::Stockfish => Some(EnginePool::start(EngineConfig {
+            limit: SearchLimit::Depth(args.engine.stockfish_depth),
+            processes: 1,
+            ..EngineConfig::new(args.engine.path()?)
+        })?),
+        SelfPlayJudge::Search => None,
+    };
+    println!(
+        "version  games  agent moves  sacrifice rate  sound  loss cp  aggression  reward   W/D/L"
+    );
+    let report = selfplay::run(&config, pool.as_ref(), |v| {
+        println!(
+            "{:>7}  {:>5}  {:>11}  {:>14.3}  {:>4.0}%  {:>7.0}  {:>10.2}  {:>6.3}   {}/{}/{}",
+            v.version,
+            v.games,
+            v.agent_moves,
+            v.sacrifice_rate(),
+            100.0 * v.sound_share(),
+            v.mean_loss_cp,
+            v.mean_aggression,
+            v.mean_reward,
+            v.wins,
+            v.draws,
+            v.losses
+        );
+    })?;
+    let params = &report.final_params;
+    let weights: Vec<String> = params
+        .named_weights()
+        .iter()
+        .map(|(name, w)| format!("{name} {w:.2}"))
+        .collect();
+    println!(
+        "final weights (version {}): {}",
+        params.version,
+        weights.join(", ")
+    );
+    if let Some(path) = &args.save_policy {
+        std::fs::write(path, serde_json::to_string_pretty(params)?)?;
+        println!("saved version {} to {}", params.version, path.display());
+    }
+    println!("{}", report.summary_line());
+    Ok(())
+}
