@@ -18,6 +18,17 @@ pub struct Earnings {
 impl Ledger {
     /// The annotator account of `user`, created if it is new (`annotator/{user}`).
     pub async fn annotator_account(&self, user: i64) -> Result<AccountId, LedgerError> {
+        let existing = || {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT id FROM ledger_accounts WHERE kind = 'annotator' AND user_id = $1",
+            )
+            .bind(user)
+            .fetch_optional(self.pool())
+        };
+        // Every payment after a person's first finds the account in one round trip.
+        if let Some(id) = existing().await? {
+            return Ok(AccountId(id));
+        }
         let name = format!("annotator/{user}");
         // Two first payments at once: the loser's INSERT does nothing and the SELECT after it
         // finds the winner's row.
@@ -29,13 +40,9 @@ impl Ledger {
         .bind(user)
         .execute(self.pool())
         .await?;
-        let id: Option<i64> = sqlx::query_scalar(
-            "SELECT id FROM ledger_accounts WHERE kind = 'annotator' AND user_id = $1",
-        )
-        .bind(user)
-        .fetch_optional(self.pool())
-        .await?;
-        id.map(AccountId)
+        existing()
+            .await?
+            .map(AccountId)
             .ok_or_else(|| LedgerError::UnknownAccount(name))
     }
 }

@@ -13,7 +13,7 @@ use lachesis_shared::ledger::MicroUsdc;
 use lachesis_shared::marketplace::{JudgeBackend, PaidCard, PanelChoice};
 use tokio::time::Instant;
 
-use super::cards::store::listed_cards;
+use super::cards::store::listed_card;
 use super::panel::{Card, PanelConfig, PanelError, PanelResult, Round};
 use crate::feedback::store::{self as queue_store, QueueScope};
 use crate::ledger::{Ledger, Transfer};
@@ -44,11 +44,7 @@ pub enum HumanOutcome {
 
 /// The listed card `slug` when it is a human card, with its queue's id.
 async fn human_card(ledger: &Ledger, slug: &str) -> Result<Option<(Card, i64)>, PanelError> {
-    let Some(row) = listed_cards(ledger.pool())
-        .await?
-        .into_iter()
-        .find(|row| row.slug == slug)
-    else {
+    let Some(row) = listed_card(ledger.pool(), slug).await? else {
         return Ok(None);
     };
     let card = Card::listed(row, None)?;

@@ -311,6 +311,19 @@ pub struct ListedCard {
 
 /// Every listed card with its record, by id.
 pub async fn listed_cards(db: &PgPool) -> Result<Vec<ListedCard>, sqlx::Error> {
+    listed_cards_named(db, None).await
+}
+
+/// The listed card `slug`, with its record.
+pub async fn listed_card(db: &PgPool, slug: &str) -> Result<Option<ListedCard>, sqlx::Error> {
+    Ok(listed_cards_named(db, Some(slug)).await?.pop())
+}
+
+/// Every listed card, or only the one named `slug`.
+async fn listed_cards_named(
+    db: &PgPool,
+    slug: Option<&str>,
+) -> Result<Vec<ListedCard>, sqlx::Error> {
     // A count and a coalesce are never NULL; inference cannot tell.
     sqlx::query_as!(
         ListedCard,
@@ -321,7 +334,9 @@ pub async fn listed_cards(db: &PgPool) -> Result<Vec<ListedCard>, sqlx::Error> {
                       AS agreement,
                   coalesce(sum(1 - abs(e.score - e.consensus)), 0) AS "value_sum!"
            FROM agent_cards c LEFT JOIN card_evaluations e ON e.card_id = c.id
-           WHERE c.listed GROUP BY c.id ORDER BY c.id"#
+           WHERE c.listed AND ($1::text IS NULL OR c.slug = $1)
+           GROUP BY c.id ORDER BY c.id"#,
+        slug
     )
     .fetch_all(db)
     .await
