@@ -13,17 +13,20 @@ pub enum ArenaKind {
     Catbot,
     /// Two solvers answer the same arithmetic problem (the arithmetic environment's problems).
     Arithmetic,
+    /// Two planners place the same scene's objects (the spatial environment's tasks).
+    Spatial,
 }
 
 impl ArenaKind {
     /// Every arena, in the order pages list them.
-    pub const ALL: [ArenaKind; 2] = [ArenaKind::Catbot, ArenaKind::Arithmetic];
+    pub const ALL: [ArenaKind; 3] = [ArenaKind::Catbot, ArenaKind::Arithmetic, ArenaKind::Spatial];
 
     /// The name in URLs and the database.
     pub fn as_str(self) -> &'static str {
         match self {
             ArenaKind::Catbot => "catbot",
             ArenaKind::Arithmetic => "arithmetic",
+            ArenaKind::Spatial => "spatial",
         }
     }
 
@@ -32,6 +35,7 @@ impl ArenaKind {
         match name {
             "catbot" => Some(ArenaKind::Catbot),
             "arithmetic" => Some(ArenaKind::Arithmetic),
+            "spatial" => Some(ArenaKind::Spatial),
             _ => None,
         }
     }
@@ -278,6 +282,16 @@ pub struct ArenaVoteEvent {
     pub choice: VoteChoice,
     /// Whether it counts toward the ratings.
     pub counted: bool,
+}
+
+/// Live: both answers of a battle as they are written (on the battle's topic, public like its
+/// page). Each event carries both texts so far, so a reader that misses some loses nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BattleTextEvent {
+    /// The battle.
+    pub battle: i64,
+    /// A's and B's text so far (a contender behind an endpoint appears whole when it is done).
+    pub answers: [String; 2],
 }
 
 #[cfg(test)]

@@ -55,6 +55,11 @@ pub enum Topic {
         /// The arena.
         arena: crate::arena::ArenaKind,
     },
+    /// One battle's answers while they are written (public, like the battle's page).
+    Battle {
+        /// The battle's id.
+        battle: i64,
+    },
 }
 
 impl Topic {
@@ -188,6 +193,8 @@ pub enum LiveEvent {
     ProteinEpisode(Box<crate::protein::ProteinEpisodeEvent>),
     /// A vote was cast (stream, on the arena's topic).
     ArenaVote(crate::arena::ArenaVoteEvent),
+    /// A battle's answers so far (state, on the battle's topic).
+    BattleText(crate::arena::BattleTextEvent),
     /// A spatial scene changed (state: a snapshot or a delta; a reader that misses one sees a
     /// sequence gap and reloads the snapshot over HTTP).
     #[cfg(feature = "spatial")]
@@ -198,7 +205,7 @@ impl LiveEvent {
     /// State events replace an undelivered predecessor on the same topic instead of queueing.
     pub fn is_state(&self) -> bool {
         match self {
-            LiveEvent::Status(_) | LiveEvent::ChessGame(_) => true,
+            LiveEvent::Status(_) | LiveEvent::ChessGame(_) | LiveEvent::BattleText(_) => true,
             #[cfg(feature = "spatial")]
             LiveEvent::Scene(_) => true,
             _ => false,

@@ -5,8 +5,9 @@
 //    confirmed (`data-subscribed=true`) and the leaderboard has loaded (`data-counted`), and
 //    records the counted votes and the number of rows.
 // 2. Page 2, in a fresh browser context (a visitor who is not signed in: the page gets a visitor
-//    token itself), opens /arena, deals a battle, waits until both answers are in
-//    (`data-state=ready`), records the prompt and both answers, types a reason, votes "A is
+//    token itself), opens /arena, deals a battle, records every text the answers show while they
+//    are being written (`writing`: A's and B's, as they streamed in), waits until both answers
+//    are in (`data-state=ready`), records the prompt and both answers, types a reason, votes "A is
 //    better", waits for `data-state=voted` and records who A and B were.
 // 3. Page 1, without a reload, must show one more counted vote within 30 s (the live update) —
 //    unless the vote came back excluded by an anomaly filter, which page 2 shows and this records
@@ -45,6 +46,7 @@ const seen = {
   prompt: null,
   answer_a: null,
   answer_b: null,
+  writing: null,
   reveal_a: null,
   reveal_b: null,
   vote_shown: null,
@@ -89,6 +91,17 @@ await runInChromium('arena', seen, async (browser) => {
   await page.goto(`${BASE_URL}/arena`);
   const arena = page.getByTestId('arena');
   await arena.waitFor({ timeout: TIMEOUT_MS });
+  // Every distinct text an answer shows while it is still being written.
+  await page.evaluate(() => {
+    window.__writing = { a: [], b: [] };
+    new MutationObserver(() => {
+      for (const side of ['a', 'b']) {
+        const shown = document.querySelector(`[data-testid=arena-writing-${side}]`);
+        const texts = window.__writing[side];
+        if (shown && texts[texts.length - 1] !== shown.textContent) texts.push(shown.textContent);
+      }
+    }).observe(document.body, { subtree: true, childList: true, characterData: true });
+  });
   await page.getByTestId('arena-new').click();
   // Dealt: answering, or already ready (or void) when the answers came fast.
   await waitOrExplain(
@@ -114,6 +127,7 @@ await runInChromium('arena', seen, async (browser) => {
   seen.battle_id = Number((await battleLink.getAttribute('href')).split('/').pop());
   seen.answer_a = await text(page.getByTestId('arena-answer-a'));
   seen.answer_b = await text(page.getByTestId('arena-answer-b'));
+  seen.writing = await page.evaluate(() => window.__writing);
   // Nobody is revealed before the vote.
   if ((await page.getByTestId('arena-reveal-a').count()) > 0) {
     throw new Error('contender A was revealed before the vote');

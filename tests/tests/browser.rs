@@ -252,8 +252,9 @@ async fn the_protein_page_shows_the_pipeline_and_draws_the_complex() {
 }
 
 /// The catbot arena in Chromium, with accounts on and the embedded model answering: a visitor
-/// without an account deals a battle, reads both answers, votes and sees who A and B were, while a
-/// second page's leaderboard counts the vote without a reload (`tests/browser/arena.mjs`).
+/// without an account deals a battle, watches both answers being written, reads them, votes and
+/// sees who A and B were, while a second page's leaderboard counts the vote without a reload
+/// (`tests/browser/arena.mjs`).
 #[tokio::test]
 async fn a_visitor_votes_in_the_catbot_arena_and_the_leaderboard_updates_live() {
     check_prerequisites();
@@ -283,6 +284,17 @@ async fn a_visitor_votes_in_the_catbot_arena_and_the_leaderboard_updates_live() 
             "{field}: {report:#}"
         );
     }
+    // The answers streamed in: the page showed partial texts, each the start of the answer.
+    let mut partial = 0;
+    for (side, answer) in [("a", "answer_a"), ("b", "answer_b")] {
+        let answer = report[answer].as_str().unwrap();
+        let shown = report["writing"][side].as_array().expect("writing texts");
+        for text in shown.iter().map(|t| t.as_str().unwrap().trim()) {
+            assert!(answer.starts_with(text), "{text:?} / {answer:?}");
+            partial += usize::from(text.len() < answer.len());
+        }
+    }
+    assert!(partial >= 2, "{partial} partial texts: {report:#}");
     let mut revealed = [
         report["reveal_a"].as_str().unwrap().to_string(),
         report["reveal_b"].as_str().unwrap().to_string(),

@@ -5,6 +5,8 @@
 // completions.
 #[path = "inference_api/arena_adapter.rs"]
 mod arena_adapter;
+#[path = "inference_api/arena_battles.rs"]
+mod arena_battles;
 #[path = "inference_api/tool_calls.rs"]
 mod tool_calls;
 #[path = "inference_api/trainer_process.rs"]

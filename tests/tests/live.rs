@@ -217,7 +217,8 @@ fn step_of(msg: &ServerMsg) -> Option<i64> {
         | LiveEvent::Market(_)
         | LiveEvent::ToolEpisode(_)
         | LiveEvent::ProteinEpisode(_)
-        | LiveEvent::ArenaVote(_) => None,
+        | LiveEvent::ArenaVote(_)
+        | LiveEvent::BattleText(_) => None,
         // Scene events have no step; these tests publish none.
         LiveEvent::Scene(_) => None,
     }

@@ -1,10 +1,10 @@
 //! Prompts for each arena, and contenders answering them.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use lachesis_inference::ChatMessage;
 use lachesis_shared::arena::{ArenaKind, ContenderPolicy};
+use lachesis_shared::spatial::{Task, describe_task};
 use rand::SeedableRng;
 
 use crate::envs::arithmetic::Problem;
@@ -12,8 +12,9 @@ use crate::envs::arithmetic::parse::parse_answer;
 use crate::envs::cat_caretaker::data::CatData;
 use crate::envs::cat_caretaker::dialogue::{caretaker_messages, opening};
 use crate::envs::cat_caretaker::rubric::score_answer;
+use crate::envs::spatial;
 use crate::policy::client::{ServerPool, ServerPoolConfig};
-use crate::policy::{EmbeddedPolicy, Policy, PolicyRequest};
+use crate::policy::{EmbeddedPolicy, PolicyRequest};
 
 /// The environment variable holding the key sent to admin-chosen contender endpoints.
 pub const ENDPOINT_KEY_VAR: &str = "LACHESIS_ARENA_API_KEY";
@@ -64,7 +65,23 @@ pub fn prompt(arena: ArenaKind, seed: u64) -> Result<ArenaPrompt, AnswerError> {
                 messages: problem.messages(ARITHMETIC_EXAMPLES),
             })
         }
+        ArenaKind::Spatial => {
+            let task = spatial_task(seed);
+            Ok(ArenaPrompt {
+                text: describe_task(&task),
+                messages: spatial::messages(&task, SPATIAL_EXAMPLES),
+            })
+        }
     }
+}
+
+/// Worked examples before a spatial arena's scene, as the environment shows them.
+const SPATIAL_EXAMPLES: usize = 1;
+
+/// A scene of one or two goals: small models can meet some of them, so votes tell contenders
+/// apart.
+fn spatial_task(seed: u64) -> Task {
+    spatial::generate::generate(seed, 1 + (seed % 2) as u8)
 }
 
 /// Worked examples before an arithmetic arena's problem, as the environment shows them.
@@ -112,16 +129,32 @@ pub fn judge(arena: ArenaKind, seed: u64, answer: &str) -> String {
                 Err(_) => format!("no final answer read; the result is {truth}"),
             }
         }
+        ArenaKind::Spatial => {
+            let task = spatial_task(seed);
+            let (verdict, _, shown) = spatial::judge(&task, answer);
+            let met = verdict.goals.iter().filter(|g| g.satisfied).count();
+            let goals = verdict.goals.len();
+            if shown.starts_with("unreadable") {
+                format!("the scene scores 0.00: {shown}")
+            } else {
+                format!(
+                    "the scene scores {:.2}: {met} of {goals} goals met after the physics settled",
+                    verdict.score
+                )
+            }
+        }
     }
 }
 
-/// One contender's answer to `prompt`, trimmed and bounded.
+/// One contender's answer to `prompt`, trimmed and bounded. An embedded contender's text so far
+/// goes to `on_text` as each token is sampled; an endpoint's arrives whole.
 pub async fn answer(
     policy: &ContenderPolicy,
     prompt: &ArenaPrompt,
     engine: Option<&lachesis_inference::Engine>,
     max_tokens: usize,
     timeout: Duration,
+    on_text: &(dyn Fn(String) + Sync),
 ) -> Result<String, AnswerError> {
     let work = async {
         match policy {
@@ -134,7 +167,6 @@ pub async fn answer(
                     Some(name) => AnswerError::NoAdapter(name.clone()),
                     None => AnswerError::NoModel,
                 })?;
-                let model: Arc<dyn Policy> = Arc::new(EmbeddedPolicy::new(engine.clone()));
                 let request = PolicyRequest {
                     tools: Vec::new(),
                     messages: with_system(&prompt.messages, system.as_deref()),
@@ -142,16 +174,9 @@ pub async fn answer(
                     max_tokens,
                     temperature: *temperature,
                     top_p: 1.0,
-                    stop: vec!["\n\n".into()],
+                    stop: vec![STOP.into()],
                 };
-                let text = model
-                    .complete(request)
-                    .await
-                    .map_err(|e| AnswerError::Failed(e.to_string()))?
-                    .pop()
-                    .map(|r| r.completion)
-                    .unwrap_or_default();
-                Ok(text)
+                embedded_answer(engine, request, on_text).await
             }
             ContenderPolicy::Endpoint { base_url, model } => {
                 endpoint_answer(base_url, model, &prompt.messages, max_tokens, timeout).await
@@ -161,7 +186,66 @@ pub async fn answer(
     let text = tokio::time::timeout(timeout, work)
         .await
         .map_err(|_| AnswerError::Timeout(timeout))??;
-    Ok(text.trim().chars().take(MAX_ANSWER_CHARS).collect())
+    let text = bounded(&text);
+    on_text(text.clone());
+    Ok(text)
+}
+
+/// Where an arena answer ends: a blank line (the model starting a second reply).
+const STOP: &str = "\n\n";
+
+fn bounded(text: &str) -> String {
+    text.trim().chars().take(MAX_ANSWER_CHARS).collect()
+}
+
+/// The embedded model's answer, its text so far reported after every token.
+async fn embedded_answer(
+    engine: &lachesis_inference::Engine,
+    request: PolicyRequest,
+    on_text: &(dyn Fn(String) + Sync),
+) -> Result<String, AnswerError> {
+    let model = EmbeddedPolicy::new(engine.clone());
+    let (sink, mut streamed) = tokio::sync::mpsc::unbounded_channel();
+    let generating = model.complete_streaming(request, sink);
+    tokio::pin!(generating);
+    let tokenizer = engine.tokenizer();
+    let mut written = Vec::new();
+    let rollouts = loop {
+        tokio::select! {
+            biased;
+            done = &mut generating => break done,
+            Some(token) = streamed.recv() => {
+                written.push(token.token);
+                while let Ok(more) = streamed.try_recv() {
+                    written.push(more.token);
+                }
+                if let Some(text) = text_so_far(tokenizer, &written) {
+                    on_text(text);
+                }
+            }
+        }
+    };
+    let rollouts = rollouts.map_err(|e| AnswerError::Failed(e.to_string()))?;
+    Ok(rollouts
+        .into_iter()
+        .next()
+        .map(|r| r.completion)
+        .unwrap_or_default())
+}
+
+/// What a reader is shown of an unfinished answer: its tokens decoded, the end-of-sequence token
+/// and anything from the stop string on left out, as the finished answer will be.
+fn text_so_far(tokenizer: &lachesis_inference::ModelTokenizer, tokens: &[u32]) -> Option<String> {
+    let eos = tokenizer.eos_token_id();
+    let spoken = match tokens.split_last() {
+        Some((&last, rest)) if last == eos => rest,
+        _ => tokens,
+    };
+    let mut text = tokenizer.decode(spoken).ok()?;
+    if let Some(cut) = text.find(STOP) {
+        text.truncate(cut);
+    }
+    Some(bounded(&text))
 }
 
 fn with_system(messages: &[ChatMessage], system: Option<&str>) -> Vec<ChatMessage> {
@@ -242,6 +326,35 @@ mod tests {
         let wrong = judge(ArenaKind::Arithmetic, 5, &format!("Answer: {}", truth + 1));
         assert!(wrong.starts_with("wrong"), "{wrong}");
         assert!(judge(ArenaKind::Arithmetic, 5, "no idea").starts_with("no final answer"));
+    }
+
+    #[test]
+    fn spatial_prompts_pose_a_scene_the_physics_judges() {
+        // A scene the solver meets fully: its actions, as text, earn every goal.
+        let seed = (0..50)
+            .find(|&s| spatial::solve::solve(&spatial_task(s)).score >= 1.0)
+            .expect("the solver meets every goal of some scene");
+        let prompt = prompt(ArenaKind::Spatial, seed).unwrap();
+        assert!(prompt.text.starts_with("Scene"), "{}", prompt.text);
+        assert_eq!(prompt.messages.last().unwrap().content, prompt.text);
+        let task = spatial_task(seed);
+        let actions = spatial::solve::solve(&task).actions;
+        let goals = task.goals.len();
+        assert_eq!(
+            judge(
+                ArenaKind::Spatial,
+                seed,
+                &spatial::parse::render_actions(&actions)
+            ),
+            format!(
+                "the scene scores 1.00: {goals} of {goals} goals met after the physics settled"
+            )
+        );
+        let unread = judge(ArenaKind::Spatial, seed, "I would stack them neatly.");
+        assert!(
+            unread.starts_with("the scene scores 0.00: unreadable"),
+            "{unread}"
+        );
     }
 
     #[test]

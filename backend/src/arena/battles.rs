@@ -1,8 +1,10 @@
 //! Dealing a battle: the pair, the prompt, and both answers written in the background.
 
+use std::sync::Mutex;
 use std::time::Instant;
 
-use lachesis_shared::arena::{ArenaKind, ContenderPolicy};
+use lachesis_shared::arena::{ArenaKind, BattleTextEvent, ContenderPolicy};
+use lachesis_shared::live::{LiveEvent, Topic};
 
 use super::answer::{self, ArenaPrompt};
 use super::store::{self, NewBattleRow, StoredBattle, StoredContender};
@@ -100,7 +102,8 @@ async fn write_answers(
     permit: tokio::sync::OwnedSemaphorePermit,
 ) {
     let settings = &state.arena.settings;
-    let ask = |c: &'_ StoredContender| {
+    let live = LiveAnswers::new(state.live.clone(), id);
+    let ask = |c: &'_ StoredContender, side: usize| {
         let policy = c.policy.clone();
         // An adapter contender answers with whatever the trainer loaded under its name last.
         let engine = match &policy {
@@ -110,6 +113,7 @@ async fn write_answers(
             } => state.weights.adapter(name),
             _ => state.engine.clone(),
         };
+        let live = &live;
         async move {
             answer::answer(
                 &policy,
@@ -117,11 +121,12 @@ async fn write_answers(
                 engine.as_ref(),
                 settings.max_answer_tokens,
                 settings.answer_timeout,
+                &|text| live.update(side, text),
             )
             .await
         }
     };
-    let (a, b) = tokio::join!(ask(&contenders[0]), ask(&contenders[1]));
+    let (a, b) = tokio::join!(ask(&contenders[0], 0), ask(&contenders[1], 1));
     // The model's work is done: the next battle may start before this one is stored.
     drop(permit);
     let (answers, void) = match (a, b) {
@@ -162,5 +167,44 @@ async fn write_answers(
     .await;
     if let Err(e) = stored {
         tracing::warn!(battle = id, error = %e, "an arena battle's answers were not stored");
+    }
+}
+
+/// Both answers of one battle as they are written, sent to the pages watching it. Events go to
+/// this instance's hub only: they are as many as the answers' tokens, too many for the database's
+/// notification channel, and the page polls for the finished battle on any instance.
+struct LiveAnswers {
+    hub: crate::live::Hub,
+    topic: Topic,
+    battle: i64,
+    texts: Mutex<[String; 2]>,
+}
+
+impl LiveAnswers {
+    fn new(hub: crate::live::Hub, battle: i64) -> Self {
+        Self {
+            hub,
+            topic: Topic::Battle { battle },
+            battle,
+            texts: Mutex::default(),
+        }
+    }
+
+    fn update(&self, side: usize, text: String) {
+        let answers = {
+            let mut texts = self.texts.lock().unwrap_or_else(|p| p.into_inner());
+            if texts[side] == text {
+                return;
+            }
+            texts[side] = text;
+            texts.clone()
+        };
+        if self.hub.is_watched(&self.topic) {
+            let event = LiveEvent::BattleText(BattleTextEvent {
+                battle: self.battle,
+                answers,
+            });
+            self.hub.deliver(&self.topic, &event);
+        }
     }
 }

@@ -311,11 +311,11 @@ impl Viewer {
                 Err(AppError::Database(e)) => Err(e),
                 Err(_) => Ok(false),
             },
-            // The marketplace feed and arena votes are public; spatial scenes and tool episodes (generated tasks
+            // The marketplace feed, arena votes and battles being answered are public; spatial scenes and tool episodes (generated tasks
             // and the model's attempts at them, which run while someone watches) are for anyone
             // signed in; a game, to whoever may play it, or to anyone once it is public.
             None => match topic {
-                Topic::Marketplace | Topic::Arena { .. } => Ok(true),
+                Topic::Marketplace | Topic::Arena { .. } | Topic::Battle { .. } => Ok(true),
                 Topic::Scene { .. } | Topic::Tools | Topic::Protein => {
                     Ok(!matches!(self, Viewer::Anonymous))
                 }

@@ -2,7 +2,10 @@
 //! in-process engine, without HTTP.
 
 use futures::future::BoxFuture;
-use lachesis_inference::{Engine, FinishReason, GenerateRequest, Generation, SamplingParams};
+use lachesis_inference::{
+    Engine, FinishReason, GenerateRequest, Generation, SamplingParams, StreamedToken,
+};
+use tokio::sync::mpsc::UnboundedSender;
 
 use super::rollout::{expect_choices, rollout_from_ids};
 use super::vllm::request_prompt_ids;
@@ -18,7 +21,20 @@ impl EmbeddedPolicy {
         Self { engine }
     }
 
-    async fn run(&self, request: PolicyRequest) -> Result<Vec<Rollout>, PolicyError> {
+    /// As [`Policy::complete`], also sending each token to `tokens` as it is sampled.
+    pub async fn complete_streaming(
+        &self,
+        request: PolicyRequest,
+        tokens: UnboundedSender<StreamedToken>,
+    ) -> Result<Vec<Rollout>, PolicyError> {
+        self.run(request, Some(tokens)).await
+    }
+
+    async fn run(
+        &self,
+        request: PolicyRequest,
+        tokens: Option<UnboundedSender<StreamedToken>>,
+    ) -> Result<Vec<Rollout>, PolicyError> {
         if request.n == 0 {
             return Ok(Vec::new());
         }
@@ -31,11 +47,13 @@ impl EmbeddedPolicy {
             stop: request.stop,
             ..SamplingParams::default()
         };
-        let generation = self
-            .engine
-            .generate(GenerateRequest { prompt, params })
-            .await?;
-        rollouts_from_generation(generation, request.n)
+        let n = request.n;
+        let request = GenerateRequest { prompt, params };
+        let generation = match tokens {
+            Some(sink) => self.engine.generate_streaming(request, sink).await?,
+            None => self.engine.generate(request).await?,
+        };
+        rollouts_from_generation(generation, n)
     }
 }
 
@@ -45,7 +63,7 @@ impl Policy for EmbeddedPolicy {
     }
 
     fn complete(&self, request: PolicyRequest) -> BoxFuture<'_, Result<Vec<Rollout>, PolicyError>> {
-        Box::pin(self.run(request))
+        Box::pin(self.run(request, None))
     }
 
     fn weight_version(&self) -> Option<i64> {

@@ -13,7 +13,13 @@ use serde_json::{Value, json};
 use super::app_with_model;
 use super::weights::{lora_trainer, perturb, scratch};
 
-async fn as_visitor(app: &TestApp, token: &str, method: Method, path: &str, body: Value) -> Value {
+pub(super) async fn as_visitor(
+    app: &TestApp,
+    token: &str,
+    method: Method,
+    path: &str,
+    body: Value,
+) -> Value {
     let response = app
         .client
         .request(method, app.url(path))
@@ -30,9 +36,9 @@ async fn as_visitor(app: &TestApp, token: &str, method: Method, path: &str, body
     response.json().await.expect("a JSON body")
 }
 
-/// A battle dealt to `visitor`, once its contenders have answered or it was voided.
-async fn dealt(app: &TestApp, visitor: &str) -> BattleView {
-    let body = json!({"arena": "catbot"});
+/// A battle of `arena` dealt to `visitor`, once its contenders have answered or it was voided.
+pub(super) async fn dealt(app: &TestApp, visitor: &str, arena: &str) -> BattleView {
+    let body = json!({"arena": arena});
     let dealt = as_visitor(app, visitor, Method::POST, "/api/arena/battles", body).await;
     let id = dealt["id"].as_i64().expect("an id");
     let deadline = Instant::now() + Duration::from_secs(180);
@@ -82,7 +88,7 @@ async fn a_contender_naming_an_adapter_answers_with_the_trainers_weights() {
         .to_string();
 
     // No adapter is loaded yet: the battle is void, and says why.
-    let early = dealt(&app, &visitor).await;
+    let early = dealt(&app, &visitor, "catbot").await;
     assert_eq!(early.state, BattleState::Void, "{early:?}");
     let reason = early.void_reason.clone().unwrap_or_default();
     assert!(reason.contains("no adapter named \"policy\""), "{reason}");
@@ -94,7 +100,7 @@ async fn a_contender_naming_an_adapter_answers_with_the_trainers_weights() {
     sync.sync(&trainer, None, &scratch("arena"), "smollm2", 1)
         .await
         .expect("the adapter loads");
-    let battle = dealt(&app, &visitor).await;
+    let battle = dealt(&app, &visitor, "catbot").await;
     assert_eq!(battle.state, BattleState::Ready, "{battle:?}");
     tokio::time::sleep(Duration::from_millis(2_100)).await;
     let path = format!("/api/arena/battles/{}/vote", battle.id);

@@ -1,5 +1,6 @@
 //! `/arena/battles/:id`: one battle, its answers, and (once voted or void) who was who and the
-//! verdict. Anyone may read a finished battle; one still open is shown only to its voter.
+//! verdict. Anyone may read a battle, and watch its answers being written; who answered stays
+//! hidden until it is voted or void.
 
 use lachesis_shared::arena::{BattleState, BattleView};
 use leptos::prelude::*;
@@ -7,7 +8,10 @@ use leptos::task::spawn_local;
 use leptos_router::components::A;
 use leptos_router::hooks::use_params_map;
 
-use super::{battle_body, battle_outcome, poll_battle, state_name, stop_polling};
+use super::{
+    battle_body, battle_outcome, follow_answers, poll_battle, state_name, stop_polling,
+    streamed_for,
+};
 use crate::api;
 
 #[component]
@@ -28,6 +32,7 @@ fn Battle(id: i64) -> impl IntoView {
     let battle = RwSignal::new(None::<BattleView>);
     let error = RwSignal::new(None::<String>);
     let timer = StoredValue::new(None::<TimeoutHandle>);
+    let streamed = RwSignal::new(None);
     on_cleanup(move || stop_polling(timer));
 
     spawn_local(async move {
@@ -59,8 +64,9 @@ fn Battle(id: i64) -> impl IntoView {
                 None => view! { <p class="muted">"Loading…"</p> }.into_any(),
                 Some(b) => {
                     let open = b.state == BattleState::Ready;
+                    let so_far = streamed_for(&b, streamed);
                     view! {
-                        {battle_body(&b)}
+                        {battle_body(&b, so_far)}
                         {battle_outcome(&b)}
                         {open.then(|| view! {
                             <p class="muted">"Not voted yet: who answered stays hidden until then."</p>
@@ -69,6 +75,7 @@ fn Battle(id: i64) -> impl IntoView {
                     .into_any()
                 }
             }}
+            {follow_answers(battle, streamed)}
         </div>
     }
 }

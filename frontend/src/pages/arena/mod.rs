@@ -20,10 +20,57 @@ pub use leaderboard::LeaderboardPage;
 pub use vote::ArenaPage;
 
 use lachesis_shared::arena::{ArenaKind, BattleState, BattleView, VoteChoice};
+use lachesis_shared::live::{LiveEvent, Topic};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
 use crate::api::{self, ApiError};
+use crate::live::{Notice, use_topic};
+
+/// Both answers of a battle as they are being written: the battle's id, then A's and B's text.
+type Streamed = RwSignal<Option<(i64, [String; 2])>>;
+
+/// Follows battle `id`'s answers on the live hub while it is mounted, keeping the latest texts in
+/// `streamed` (each event carries both texts so far, so a missed one costs nothing).
+#[component]
+fn StreamedAnswers(id: i64, streamed: Streamed) -> impl IntoView {
+    use_topic(Topic::Battle { battle: id }, move |notice| {
+        if let Notice::Event(LiveEvent::BattleText(event)) = notice
+            && event.battle == id
+        {
+            streamed.set(Some((id, event.answers)));
+        }
+    });
+}
+
+/// Mounts [`StreamedAnswers`] for `battle` while it is being answered, and only then: the memo
+/// keeps polling from re-subscribing at every refresh.
+fn follow_answers(battle: RwSignal<Option<BattleView>>, streamed: Streamed) -> impl IntoView {
+    let answering = Memo::new(move |_| {
+        battle.with(|b| {
+            b.as_ref()
+                .filter(|b| b.state == BattleState::Answering)
+                .map(|b| b.id)
+        })
+    });
+    move || {
+        answering
+            .get()
+            .map(|id| view! { <StreamedAnswers id streamed /> })
+    }
+}
+
+/// What has been written of `b`'s answers, while it is being answered.
+fn streamed_for(b: &BattleView, streamed: Streamed) -> Option<[String; 2]> {
+    if b.state != BattleState::Answering {
+        return None;
+    }
+    streamed.with(|s| {
+        s.as_ref()
+            .filter(|(id, _)| *id == b.id)
+            .map(|(_, texts)| texts.clone())
+    })
+}
 
 /// The arena named by the page's `?arena=`: the catbot arena when absent or unknown.
 fn current_arena() -> ArenaKind {
@@ -36,6 +83,16 @@ fn arena_label(arena: ArenaKind) -> &'static str {
     match arena {
         ArenaKind::Catbot => "Catbot",
         ArenaKind::Arithmetic => "Arithmetic",
+        ArenaKind::Spatial => "Spatial",
+    }
+}
+
+/// The heading over a battle's prompt.
+fn prompt_heading(arena: ArenaKind) -> &'static str {
+    match arena {
+        ArenaKind::Catbot => "The cat",
+        ArenaKind::Arithmetic => "The problem",
+        ArenaKind::Spatial => "The scene",
     }
 }
 
@@ -44,6 +101,10 @@ fn arena_blurb(arena: ArenaKind) -> &'static str {
     match arena {
         ArenaKind::Catbot => "Two caretakers answer the same cat.",
         ArenaKind::Arithmetic => "Two solvers answer the same arithmetic problem.",
+        ArenaKind::Spatial => {
+            "Two planners move the same scene's objects; the physics then settles them, and \
+             after the vote you see how many goals each plan met."
+        }
     }
 }
 
@@ -157,51 +218,63 @@ fn stop_polling(timer: StoredValue<Option<TimeoutHandle>>) {
     }
 }
 
-/// The prompt and both answers side by side, with who answered once that is revealed.
-fn battle_body(b: &BattleView) -> impl IntoView + use<> {
+/// The prompt and both answers side by side (as they are written, while they are), with who
+/// answered once that is revealed.
+fn battle_body(b: &BattleView, streamed: Option<[String; 2]>) -> impl IntoView + use<> {
     let answering = b.state == BattleState::Answering;
-    let side = |label: &'static str, answer: Option<String>, who: Option<String>| {
-        let answer_id = if label == "A" {
-            "arena-answer-a"
-        } else {
-            "arena-answer-b"
+    let [so_far_a, so_far_b] = streamed.unwrap_or_default();
+    let side =
+        |label: &'static str, answer: Option<String>, so_far: String, who: Option<String>| {
+            let answer_id = if label == "A" {
+                "arena-answer-a"
+            } else {
+                "arena-answer-b"
+            };
+            let reveal_id = if label == "A" {
+                "arena-reveal-a"
+            } else {
+                "arena-reveal-b"
+            };
+            let writing_id = if label == "A" {
+                "arena-writing-a"
+            } else {
+                "arena-writing-b"
+            };
+            view! {
+                <section class="card arena-answer">
+                    <h3>
+                        {label}
+                        {who.map(|name| view! {
+                            ": " <span class="arena-reveal" data-testid=reveal_id>{name}</span>
+                        })}
+                    </h3>
+                    {match answer {
+                        Some(text) => view! {
+                            <p class="arena-text" data-testid=answer_id>{text}</p>
+                        }
+                        .into_any(),
+                        None if answering && !so_far.is_empty() => view! {
+                            <p class="arena-text arena-writing" data-testid=writing_id>{so_far}</p>
+                        }
+                        .into_any(),
+                        None if answering => view! {
+                            <p class="muted" data-testid="arena-waiting">"Answering…"</p>
+                        }
+                        .into_any(),
+                        None => view! { <p class="muted">"(no answer)"</p> }.into_any(),
+                    }}
+                </section>
+            }
         };
-        let reveal_id = if label == "A" {
-            "arena-reveal-a"
-        } else {
-            "arena-reveal-b"
-        };
-        view! {
-            <section class="card arena-answer">
-                <h3>
-                    {label}
-                    {who.map(|name| view! {
-                        ": " <span class="arena-reveal" data-testid=reveal_id>{name}</span>
-                    })}
-                </h3>
-                {match answer {
-                    Some(text) => view! {
-                        <p class="arena-text" data-testid=answer_id>{text}</p>
-                    }
-                    .into_any(),
-                    None if answering => view! {
-                        <p class="muted" data-testid="arena-waiting">"Answering…"</p>
-                    }
-                    .into_any(),
-                    None => view! { <p class="muted">"(no answer)"</p> }.into_any(),
-                }}
-            </section>
-        }
-    };
     view! {
         <section class="card">
-            <h2>"The cat"</h2>
+            <h2>{prompt_heading(b.arena)}</h2>
             <p class="arena-text" data-testid="arena-prompt">{b.prompt.clone()}</p>
             {answering.then(|| view! { <p class="muted">"The contenders are answering…"</p> })}
         </section>
         <div class="arena-pair">
-            {side("A", b.answer_a.clone(), b.contender_a.clone())}
-            {side("B", b.answer_b.clone(), b.contender_b.clone())}
+            {side("A", b.answer_a.clone(), so_far_a, b.contender_a.clone())}
+            {side("B", b.answer_b.clone(), so_far_b, b.contender_b.clone())}
         </div>
     }
 }

@@ -6,8 +6,8 @@ use leptos::task::spawn_local;
 use leptos_router::components::A;
 
 use super::{
-    arena_blurb, arena_tabs, battle_body, battle_outcome, current_arena, poll_battle, state_name,
-    stop_polling,
+    arena_blurb, arena_tabs, battle_body, battle_outcome, current_arena, follow_answers,
+    poll_battle, state_name, stop_polling, streamed_for,
 };
 use crate::api;
 use crate::app::Session;
@@ -24,6 +24,7 @@ pub fn ArenaPage() -> impl IntoView {
     let busy = RwSignal::new(false);
     let reason = RwSignal::new(String::new());
     let timer = StoredValue::new(None::<TimeoutHandle>);
+    let streamed = RwSignal::new(None);
     on_cleanup(move || stop_polling(timer));
 
     let deal = move |_| {
@@ -133,8 +134,12 @@ pub fn ArenaPage() -> impl IntoView {
                     <p class="card muted">"Press “New battle” to be dealt a prompt and two answers."</p>
                 }
                 .into_any(),
-                Some(b) => view! { {battle_body(&b)} {battle_outcome(&b)} }.into_any(),
+                Some(b) => {
+                    let so_far = streamed_for(&b, streamed);
+                    view! { {battle_body(&b, so_far)} {battle_outcome(&b)} }.into_any()
+                }
             }}
+            {follow_answers(battle, streamed)}
             {move || voting.get().then(|| view! {
                 <section class="card arena-vote">
                     <div class="inline">

@@ -62,7 +62,8 @@ pub fn follow(
                     LiveEvent::Market(_)
                     | LiveEvent::ToolEpisode(_)
                     | LiveEvent::ProteinEpisode(_)
-                    | LiveEvent::ArenaVote(_) => {}
+                    | LiveEvent::ArenaVote(_)
+                    | LiveEvent::BattleText(_) => {}
                     // Scenes have their own topic; a run's topic never carries them.
                     LiveEvent::Scene(_) => {}
                 }
