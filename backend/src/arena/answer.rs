@@ -5,6 +5,8 @@ use std::time::Duration;
 use lachesis_inference::ChatMessage;
 use lachesis_shared::arena::{ArenaKind, ContenderPolicy};
 use lachesis_shared::spatial::{Task, describe_task};
+
+use super::cat_dialogue::{self, CatDialogue};
 use rand::SeedableRng;
 
 use crate::envs::arithmetic::Problem;
@@ -29,6 +31,8 @@ pub struct ArenaPrompt {
     pub text: String,
     /// Sent to each contender (a contender's own system prompt goes first).
     pub messages: Vec<ChatMessage>,
+    /// A catbot battle played over several turns instead of one answer.
+    pub dialogue: Option<CatDialogue>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -56,13 +60,18 @@ pub fn prompt(arena: ArenaKind, seed: u64) -> Result<ArenaPrompt, AnswerError> {
                 .last()
                 .map(|m| m.content.clone())
                 .unwrap_or_default();
-            Ok(ArenaPrompt { text, messages })
+            Ok(ArenaPrompt {
+                text,
+                messages,
+                dialogue: None,
+            })
         }
         ArenaKind::Arithmetic => {
             let problem = arithmetic_problem(seed);
             Ok(ArenaPrompt {
                 text: problem.question(),
                 messages: problem.messages(ARITHMETIC_EXAMPLES),
+                dialogue: None,
             })
         }
         ArenaKind::Spatial => {
@@ -70,6 +79,7 @@ pub fn prompt(arena: ArenaKind, seed: u64) -> Result<ArenaPrompt, AnswerError> {
             Ok(ArenaPrompt {
                 text: describe_task(&task),
                 messages: spatial::messages(&task, SPATIAL_EXAMPLES),
+                dialogue: None,
             })
         }
     }
@@ -97,6 +107,9 @@ fn arithmetic_problem(seed: u64) -> Problem {
 pub fn judge(arena: ArenaKind, seed: u64, answer: &str) -> String {
     match arena {
         ArenaKind::Catbot => match CatData::builtin() {
+            Ok(data) if cat_dialogue::is_transcript(answer) => {
+                cat_dialogue::judge(&data.task(seed), answer)
+            }
             Ok(data) => {
                 let task = data.task(seed);
                 let verdict = score_answer(answer, &task.scenario);
@@ -146,50 +159,76 @@ pub fn judge(arena: ArenaKind, seed: u64, answer: &str) -> String {
     }
 }
 
-/// One contender's answer to `prompt`, trimmed and bounded. An embedded contender's text so far
-/// goes to `on_text` as each token is sampled; an endpoint's arrives whole.
-pub async fn answer(
-    policy: &ContenderPolicy,
-    prompt: &ArenaPrompt,
-    engine: Option<&lachesis_inference::Engine>,
-    max_tokens: usize,
-    timeout: Duration,
-    on_text: &(dyn Fn(String) + Sync),
-) -> Result<String, AnswerError> {
-    let work = async {
-        match policy {
+/// A contender ready to answer: its policy, the weights it answers with, and its bounds.
+pub struct Speaker<'a> {
+    pub policy: &'a ContenderPolicy,
+    pub engine: Option<&'a lachesis_inference::Engine>,
+    pub max_tokens: usize,
+    pub timeout: Duration,
+}
+
+impl Speaker<'_> {
+    /// One reply to `messages`, trimmed and bounded. An embedded contender's text so far goes to
+    /// `on_text` as each token is sampled; an endpoint's arrives whole.
+    pub async fn reply(
+        &self,
+        messages: &[ChatMessage],
+        on_text: &(dyn Fn(String) + Sync),
+    ) -> Result<String, AnswerError> {
+        let text = match self.policy {
             ContenderPolicy::Embedded {
                 temperature,
                 system,
                 adapter,
             } => {
-                let engine = engine.ok_or_else(|| match adapter {
+                let engine = self.engine.ok_or_else(|| match adapter {
                     Some(name) => AnswerError::NoAdapter(name.clone()),
                     None => AnswerError::NoModel,
                 })?;
                 let request = PolicyRequest {
                     tools: Vec::new(),
-                    messages: with_system(&prompt.messages, system.as_deref()),
+                    messages: with_system(messages, system.as_deref()),
                     n: 1,
-                    max_tokens,
+                    max_tokens: self.max_tokens,
                     temperature: *temperature,
                     top_p: 1.0,
                     stop: vec![STOP.into()],
                 };
-                embedded_answer(engine, request, on_text).await
+                embedded_answer(engine, request, on_text).await?
             }
             ContenderPolicy::Endpoint { base_url, model } => {
-                endpoint_answer(base_url, model, &prompt.messages, max_tokens, timeout).await
+                endpoint_answer(base_url, model, messages, self.max_tokens, self.timeout).await?
             }
+        };
+        let text = bounded(&text);
+        on_text(text.clone());
+        Ok(text)
+    }
+}
+
+/// One contender's answer to `prompt` (a dialogue's transcript, for a catbot dialogue, with
+/// `cat_engine` playing a model cat), within the speaker's timeout; its text so far goes to
+/// `on_text`.
+pub async fn answer(
+    speaker: &Speaker<'_>,
+    prompt: &ArenaPrompt,
+    cat_engine: Option<&lachesis_inference::Engine>,
+    on_text: &(dyn Fn(String) + Sync),
+) -> Result<String, AnswerError> {
+    let work = async {
+        match &prompt.dialogue {
+            None => speaker.reply(&prompt.messages, on_text).await,
+            Some(dialogue) => cat_dialogue::play(speaker, dialogue, cat_engine, on_text).await,
         }
     };
-    let text = tokio::time::timeout(timeout, work)
+    let text = tokio::time::timeout(speaker.timeout, work)
         .await
-        .map_err(|_| AnswerError::Timeout(timeout))??;
-    let text = bounded(&text);
-    on_text(text.clone());
-    Ok(text)
+        .map_err(|_| AnswerError::Timeout(speaker.timeout))??;
+    Ok(text.chars().take(MAX_TRANSCRIPT_CHARS).collect())
 }
+
+/// Largest dialogue transcript kept, in characters: every turn is bounded, and so is the whole.
+const MAX_TRANSCRIPT_CHARS: usize = 4 * MAX_ANSWER_CHARS;
 
 /// Where an arena answer ends: a blank line (the model starting a second reply).
 const STOP: &str = "\n\n";

@@ -7,6 +7,7 @@ use lachesis_shared::arena::{ArenaKind, BattleTextEvent, ContenderPolicy};
 use lachesis_shared::live::{LiveEvent, Topic};
 
 use super::answer::{self, ArenaPrompt};
+use super::cat_dialogue;
 use super::store::{self, NewBattleRow, StoredBattle, StoredContender};
 use super::voter::Voter;
 use super::{board, integrity};
@@ -68,7 +69,9 @@ pub async fn deal(
             "the arena needs at least two contenders; the server's admin enters them".into(),
         ));
     };
-    let prompt = answer::prompt(arena, seed).map_err(|e| AppError::Internal(e.to_string()))?;
+    let mut prompt = answer::prompt(arena, seed).map_err(|e| AppError::Internal(e.to_string()))?;
+    prompt.dialogue = cat_dialogue::for_battle(arena, seed, settings.cat_turns, settings.cat)
+        .map_err(|e| AppError::Internal(e.to_string()))?;
     let id = store::insert_battle(
         &state.db,
         &NewBattleRow {
@@ -114,15 +117,17 @@ async fn write_answers(
             _ => state.engine.clone(),
         };
         let live = &live;
+        let cat_engine = state.engine.clone();
         async move {
-            answer::answer(
-                &policy,
-                prompt,
-                engine.as_ref(),
-                settings.max_answer_tokens,
-                settings.answer_timeout,
-                &|text| live.update(side, text),
-            )
+            let speaker = answer::Speaker {
+                policy: &policy,
+                engine: engine.as_ref(),
+                max_tokens: settings.max_answer_tokens,
+                timeout: settings.answer_timeout,
+            };
+            answer::answer(&speaker, prompt, cat_engine.as_ref(), &|text| {
+                live.update(side, text)
+            })
             .await
         }
     };

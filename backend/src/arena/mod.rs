@@ -15,6 +15,7 @@ pub mod battles_file;
 pub mod bench;
 pub mod board;
 pub mod bootstrap;
+pub mod cat_dialogue;
 pub mod cli;
 pub mod ingest_bench;
 pub mod integrity;

@@ -14,6 +14,21 @@ pub enum ArenaVoters {
     Accounts,
 }
 
+/// Who plays the cat in a catbot dialogue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ArenaCat {
+    /// The caretaker environment's rule-based cat: it shows more of its need's behaviors until a
+    /// caretaker turn names a remedy, then settles.
+    #[default]
+    Rules,
+    /// The embedded model, told the cat's hidden need, reacting in behaviors and sounds and
+    /// ending each reaction with its verdict, a purr or a hiss.
+    Model,
+}
+
+/// Most caretaker turns a catbot dialogue may allow: each costs both contenders a reply.
+pub const MAX_CAT_TURNS: usize = 6;
+
 /// Flags and environment variables (`None`: not given, the default applies).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ArenaArgs {
@@ -57,6 +72,14 @@ pub struct ArenaArgs {
     /// Bootstrap rounds behind the leaderboard's intervals.
     #[arg(long, env = "LACHESIS_ARENA_BOOTSTRAP_ROUNDS")]
     pub arena_bootstrap_rounds: Option<usize>,
+    /// Caretaker turns in a catbot battle (1 to 6): 1 answers the cat once; more play a
+    /// dialogue, the cat reacting between turns, until a caretaker's `Final:` answer or a
+    /// settled cat.
+    #[arg(long, env = "LACHESIS_ARENA_CAT_TURNS")]
+    pub arena_cat_turns: Option<usize>,
+    /// Who plays the cat in a catbot dialogue: `rules` or `model` (the embedded model).
+    #[arg(long, env = "LACHESIS_ARENA_CAT", value_enum)]
+    pub arena_cat: Option<ArenaCat>,
 }
 
 /// The resolved settings.
@@ -74,6 +97,8 @@ pub struct ArenaSettings {
     pub concurrent_battles: usize,
     pub answer_timeout: Duration,
     pub bootstrap_rounds: usize,
+    pub cat_turns: usize,
+    pub cat: ArenaCat,
 }
 
 /// Voters and addresses whose buckets are remembered at once.
@@ -115,6 +140,8 @@ impl Default for ArenaSettings {
             concurrent_battles: 4,
             answer_timeout: Duration::from_secs(120),
             bootstrap_rounds: 200,
+            cat_turns: 1,
+            cat: ArenaCat::Rules,
         }
     }
 }
@@ -146,6 +173,10 @@ impl ArenaSettings {
         let bootstrap_rounds = args.arena_bootstrap_rounds.unwrap_or(d.bootstrap_rounds);
         if !(10..=10_000).contains(&bootstrap_rounds) {
             anyhow::bail!("--arena-bootstrap-rounds must be between 10 and 10000");
+        }
+        let cat_turns = args.arena_cat_turns.unwrap_or(d.cat_turns);
+        if !(1..=MAX_CAT_TURNS).contains(&cat_turns) {
+            anyhow::bail!("--arena-cat-turns must be between 1 and {MAX_CAT_TURNS}");
         }
         Ok(Self {
             voters: args.arena_voters.unwrap_or(d.voters),
@@ -196,6 +227,8 @@ impl ArenaSettings {
                 d.answer_timeout.as_secs(),
             )?),
             bootstrap_rounds,
+            cat_turns,
+            cat: args.arena_cat.unwrap_or(d.cat),
         })
     }
 }
@@ -217,9 +250,12 @@ mod tests {
             arena_min_vote_s: Some(0.5),
             arena_same_side_run: Some(4),
             arena_visitors_per_hour: Some(90),
+            arena_cat_turns: Some(3),
+            arena_cat: Some(ArenaCat::Model),
             ..ArenaArgs::default()
         })
         .unwrap();
+        assert_eq!((set.cat_turns, set.cat), (3, ArenaCat::Model));
         assert_eq!(set.voters, ArenaVoters::Accounts);
         assert_eq!((set.votes.per_minute, set.votes.burst), (5, 5));
         assert_eq!(set.address_battles.per_minute, 7);
@@ -246,6 +282,14 @@ mod tests {
             },
             ArenaArgs {
                 arena_concurrent_battles: Some(0),
+                ..ArenaArgs::default()
+            },
+            ArenaArgs {
+                arena_cat_turns: Some(0),
+                ..ArenaArgs::default()
+            },
+            ArenaArgs {
+                arena_cat_turns: Some(MAX_CAT_TURNS + 1),
                 ..ArenaArgs::default()
             },
         ] {

@@ -1,12 +1,14 @@
 //! Battles with the embedded model answering: the answers reach the pages watching them token by
 //! token, over the live hub, before the battle is open to its vote; and a spatial battle is judged
-//! by the physics once voted.
+//! by the physics once voted; catbot battles can be dialogues with a rule-based or a model cat.
 
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
+use lachesis::arena::settings::{ArenaCat, ArenaSettings};
 use lachesis_shared::arena::{BattleState, BattleView};
 use lachesis_shared::live::{ClientMsg, LiveEvent, ServerMsg, Topic};
+use lachesis_tests::{TestApp, config_for, fresh_database, model_path};
 use reqwest::Method;
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
@@ -167,4 +169,138 @@ async fn a_spatial_battle_is_judged_by_the_physics_once_voted() {
     assert_eq!(board["counted_votes"], json!(1), "{board}");
     let catbot = app.get("/api/arena/leaderboard?arena=catbot").await;
     assert_eq!(catbot["counted_votes"], json!(0), "{catbot}");
+}
+
+/// An OpenAI-compatible endpoint standing for a hosted caretaker: it first sings to the cat, then
+/// gives up with a final answer naming nothing (its turn is the number of its earlier replies).
+async fn singing_caretaker() -> String {
+    async fn reply(
+        axum::Json(body): axum::Json<serde_json::Value>,
+    ) -> axum::Json<serde_json::Value> {
+        let earlier = body["messages"]
+            .as_array()
+            .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
+        let text = if earlier == 0 {
+            "I sing it a song."
+        } else {
+            "Final: I am not sure."
+        };
+        axum::Json(json!({"choices": [{"message": {"role": "assistant", "content": text}}]}))
+    }
+    let router = axum::Router::new().route("/v1/chat/completions", axum::routing::post(reply));
+    let socket = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", socket.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(socket, router).await });
+    base
+}
+
+/// A catbot battle with `cat` playing the cat over up to three caretaker turns, between the
+/// singing endpoint and the embedded model; the battle once voted.
+async fn dialogue_battle(cat: ArenaCat) -> BattleView {
+    let mut config = config_for(&fresh_database().await);
+    config.model = Some(model_path());
+    config.arena = ArenaSettings {
+        cat_turns: 3,
+        cat,
+        max_answer_tokens: 40,
+        ..ArenaSettings::default()
+    };
+    let app = TestApp::spawn_with(config).await;
+    let singer =
+        json!({"kind": "endpoint", "base_url": singing_caretaker().await, "model": "singer"});
+    let model = json!({"kind": "embedded", "temperature": 0.0});
+    for (name, policy) in [("Singer", singer), ("Model Keeper", model)] {
+        app.post(
+            "/api/arena/contenders",
+            &json!({"name": name, "policy": policy}),
+        )
+        .await;
+    }
+    let visitor = app.post("/api/arena/visitors", &json!({})).await["token"]
+        .as_str()
+        .expect("a visitor token")
+        .to_string();
+    let battle = dealt(&app, &visitor, "catbot").await;
+    assert_eq!(battle.state, BattleState::Ready, "{battle:?}");
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    let path = format!("/api/arena/battles/{}/vote", battle.id);
+    serde_json::from_value(
+        as_visitor(&app, &visitor, Method::POST, &path, json!({"choice": "b"})).await,
+    )
+    .unwrap()
+}
+
+/// The singer's transcript and its judge's line, whichever side it was dealt.
+fn singers_side(voted: &BattleView) -> (Vec<String>, String) {
+    let side = usize::from(voted.contender_a.as_deref() != Some("Singer"));
+    let answer = [&voted.answer_a, &voted.answer_b][side]
+        .clone()
+        .expect("the singer answered");
+    let judged = voted.judged.clone().expect("judged once voted")[side].clone();
+    (answer.lines().map(str::to_string).collect(), judged)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catbot_battles_play_a_dialogue_with_the_rule_cat() {
+    let voted = dialogue_battle(ArenaCat::Rules).await;
+    let (lines, judged) = singers_side(&voted);
+    // Singing names no remedy: the rule cat shows more of its need, and the final answer ends
+    // the dialogue at the second turn.
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    assert_eq!(lines[0], "Caretaker: I sing it a song.");
+    assert!(lines[1].starts_with("The cat: "), "{}", lines[1]);
+    assert!(lines[1].contains("you hear"), "{}", lines[1]);
+    assert_eq!(lines[2], "Caretaker: Final: I am not sure.");
+    assert_eq!(
+        judged,
+        "the cat hisses: score 0.00 over 2 turns, no remedy named"
+    );
+    // The model's side is a dialogue too: turns alternate, caretaker first, at most three.
+    let model_side = [&voted.answer_a, &voted.answer_b]
+        .into_iter()
+        .flatten()
+        .find(|a| !a.starts_with("Caretaker: I sing"))
+        .expect("the model answered");
+    let turns: Vec<&str> = model_side.lines().collect();
+    for (i, line) in turns.iter().enumerate() {
+        let speaker = if i % 2 == 0 {
+            "Caretaker: "
+        } else {
+            "The cat: "
+        };
+        assert!(line.starts_with(speaker), "{model_side}");
+    }
+    assert!((1..=5).contains(&turns.len()), "{model_side}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_can_play_the_cat_and_give_its_own_verdict() {
+    let voted = dialogue_battle(ArenaCat::Model).await;
+    let (lines, judged) = singers_side(&voted);
+    assert_eq!(lines[0], "Caretaker: I sing it a song.");
+    let cat = lines.get(1).expect("the model cat reacted");
+    assert!(
+        cat.starts_with("The cat: ") && cat.len() > "The cat: ".len(),
+        "{cat}"
+    );
+    // A purr ends the dialogue; otherwise the singer's final answer does.
+    let said = cat.to_lowercase();
+    let purred = match (said.rfind("purr"), said.rfind("hiss")) {
+        (Some(p), h) => h.is_none_or(|h| p > h),
+        _ => false,
+    };
+    if purred {
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert!(
+            judged.ends_with("the cat's own last word: a purr"),
+            "{judged}"
+        );
+    } else {
+        assert_eq!(lines.len(), 3, "{lines:#?}");
+        assert_eq!(lines[2], "Caretaker: Final: I am not sure.");
+    }
+    assert!(
+        judged.starts_with("the cat hisses: score 0.00 over"),
+        "{judged}"
+    );
 }
