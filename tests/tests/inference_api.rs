@@ -7,6 +7,8 @@
 mod arena_adapter;
 #[path = "inference_api/arena_battles.rs"]
 mod arena_battles;
+#[path = "inference_api/streaming.rs"]
+mod streaming;
 #[path = "inference_api/tool_calls.rs"]
 mod tool_calls;
 #[path = "inference_api/trainer_process.rs"]
@@ -160,8 +162,13 @@ async fn bad_requests_get_openai_errors_and_the_engine_keeps_serving() {
         ),
         (
             "/v1/chat/completions",
-            r#"{"messages": [{"role": "user", "content": "x"}], "stream": true}"#,
-            "stream",
+            r#"{"messages": [{"role": "user", "content": "x"}], "stream": true, "logprobs": true}"#,
+            "logprobs",
+        ),
+        (
+            "/v1/completions",
+            r#"{"prompt": "x", "stream": true, "max_tokens": 100000000}"#,
+            "context",
         ),
         ("/v1/completions", r#"{"prompt": "x", "n": 0}"#, "n"),
         (

@@ -282,11 +282,9 @@ impl Engine {
         self.run(request, Some(tokens)).await
     }
 
-    async fn run(
-        &self,
-        request: GenerateRequest,
-        tokens: Option<mpsc::UnboundedSender<StreamedToken>>,
-    ) -> Result<Generation, EngineError> {
+    /// The checks every request passes before it is queued: sampling parameters, a prompt of
+    /// known tokens, and room in the context for the answer.
+    pub fn check(&self, request: &GenerateRequest) -> Result<(), EngineError> {
         request.params.validate()?;
         if request.prompt.is_empty() {
             return Err(EngineError::InvalidRequest("the prompt is empty".into()));
@@ -308,6 +306,15 @@ impl Engine {
                 context: self.info.context_length,
             });
         }
+        Ok(())
+    }
+
+    async fn run(
+        &self,
+        request: GenerateRequest,
+        tokens: Option<mpsc::UnboundedSender<StreamedToken>>,
+    ) -> Result<Generation, EngineError> {
+        self.check(&request)?;
         let slot = self
             .admitted
             .claim()

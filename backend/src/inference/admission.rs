@@ -2,13 +2,18 @@
 //! `/generate`) and the engine: what a request may ask for, what its KV cache would take, and
 //! whether its caller has tokens left, all decided before the engine sees it.
 
+use std::sync::Arc;
 use std::time::Instant;
 
-use lachesis_inference::{Engine, EngineError, GenerateRequest, Generation, ModelInfo};
+use lachesis_inference::{
+    Engine, EngineError, GenerateRequest, Generation, ModelInfo, StreamedToken,
+};
+use tokio::sync::mpsc::UnboundedSender;
 
 use super::InferenceError;
 use super::limits::InferenceLimits;
 use super::quota::CallerKey;
+use crate::hosting::slots::Slot;
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -16,14 +21,27 @@ const MIB: f64 = 1024.0 * 1024.0;
 /// did not use. A request whose caller went away midway keeps its whole charge: the engine
 /// worked for it.
 pub async fn generate(
-    limits: &InferenceLimits,
+    limits: &Arc<InferenceLimits>,
     engine: &Engine,
     caller: &CallerKey,
     request: GenerateRequest,
 ) -> Result<Generation, InferenceError> {
-    let cost = admit(limits, engine.info(), &request)?;
+    reserve(limits, engine, caller, &request)?
+        .run(engine, request, None)
+        .await
+}
+
+/// Admits the request and charges its caller, without running it yet: a streamed answer is
+/// refused with an HTTP status before its stream starts.
+pub fn reserve(
+    limits: &Arc<InferenceLimits>,
+    engine: &Engine,
+    caller: &CallerKey,
+    request: &GenerateRequest,
+) -> Result<Reservation, InferenceError> {
+    let cost = admit(limits, engine.info(), request)?;
     // Held until the answer: a caller's requests beyond its share are refused before they cost.
-    let _running = if limits.per_caller_applies {
+    let running = if limits.per_caller_applies {
         Some(
             limits
                 .running
@@ -34,14 +52,47 @@ pub async fn generate(
         None
     };
     limits.quotas.charge(caller, cost, limits, Instant::now())?;
-    let result = engine.generate(request).await;
-    let used = result.as_ref().map_or(0, |generation| {
-        (generation.prompt_tokens.len() + generation.completion_tokens()) as u64
-    });
-    limits
-        .quotas
-        .refund(caller, cost.saturating_sub(used), limits, Instant::now());
-    Ok(result?)
+    Ok(Reservation {
+        limits: limits.clone(),
+        caller: caller.clone(),
+        cost,
+        _running: running,
+    })
+}
+
+/// An admitted, charged request, holding its caller's running place until it is answered.
+pub struct Reservation {
+    limits: Arc<InferenceLimits>,
+    caller: CallerKey,
+    cost: u64,
+    _running: Option<Slot<CallerKey>>,
+}
+
+impl Reservation {
+    /// Runs the request (sending each token to `tokens`, when given) and refunds what it did not
+    /// use.
+    pub async fn run(
+        self,
+        engine: &Engine,
+        request: GenerateRequest,
+        tokens: Option<UnboundedSender<StreamedToken>>,
+    ) -> Result<Generation, InferenceError> {
+        let result = match tokens {
+            Some(sink) => engine.generate_streaming(request, sink).await,
+            None => engine.generate(request).await,
+        };
+        let used = result.as_ref().map_or(0, |generation| {
+            (generation.prompt_tokens.len() + generation.completion_tokens()) as u64
+        });
+        let limits = &self.limits;
+        limits.quotas.refund(
+            &self.caller,
+            self.cost.saturating_sub(used),
+            limits,
+            Instant::now(),
+        );
+        Ok(result?)
+    }
 }
 
 /// Checks a request against the server's limits and the loaded model without running it, and

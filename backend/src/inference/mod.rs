@@ -7,6 +7,7 @@ mod error;
 pub mod limits;
 mod openai;
 mod quota;
+mod stream;
 mod tools;
 mod vllm;
 
@@ -126,22 +127,25 @@ pub struct CommonSampling {
     pub seed: Option<u64>,
     #[serde(default)]
     pub stream: bool,
+    #[serde(default)]
+    pub stream_options: Option<stream::StreamOptions>,
 }
 
 impl CommonSampling {
+    /// Whether a streamed answer ends with a usage chunk.
+    pub fn include_usage(&self) -> bool {
+        self.stream_options
+            .as_ref()
+            .is_some_and(|o| o.include_usage)
+    }
+
     /// The engine's parameters: these fields, `max_tokens`, and `top_logprobs` alternatives per
-    /// token.
+    /// token. Whether to stream is the route's to act on.
     pub fn to_params(
         &self,
         max_tokens: usize,
         top_logprobs: usize,
     ) -> Result<SamplingParams, InferenceError> {
-        if self.stream {
-            return Err(InferenceError::bad(
-                "stream is not supported by the embedded server; send stream: false",
-                "stream",
-            ));
-        }
         Ok(SamplingParams {
             temperature: self.temperature,
             top_p: self.top_p,

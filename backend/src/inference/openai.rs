@@ -7,11 +7,13 @@
 
 use axum::Json;
 use axum::extract::State;
-use lachesis_inference::{Choice, Engine, Generation, TokenLogprob};
+use axum::response::{IntoResponse, Response};
+use lachesis_inference::{Choice, Engine, GenerateRequest, Generation, TokenLogprob};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::quota::CallerKey;
+use super::stream::{self, StreamShape};
 use super::tools::{WireToolChoice, answer_message, offered};
 use super::{
     CommonSampling, InferenceError, InferenceJson, engine, engine_for, request_id, sample, unix_now,
@@ -78,7 +80,7 @@ pub async fn completions(
     State(state): State<AppState>,
     caller: CallerKey,
     InferenceJson(request): InferenceJson<CompletionRequest>,
-) -> Result<Json<Value>, InferenceError> {
+) -> Result<Response, InferenceError> {
     let reply = Reply::to(&state, request.model)?;
     let engine = &reply.engine;
     let prompt = match request.prompt {
@@ -104,6 +106,14 @@ pub async fn completions(
     let params = request
         .sampling
         .to_params(request.max_tokens, request.logprobs.unwrap_or(0))?;
+    if request.sampling.stream {
+        if request.logprobs.is_some() {
+            return Err(not_streamed("logprobs"));
+        }
+        let usage = request.sampling.include_usage();
+        let generate = GenerateRequest { prompt, params };
+        return reply.stream(&state, &caller, generate, StreamKind::Completion, usage);
+    }
     let generation = sample(&state, engine, &caller, prompt, params).await?;
     let shown = |index: usize, choice: &Choice| {
         let logprobs = request
@@ -116,7 +126,9 @@ pub async fn completions(
             "finish_reason": choice.finish_reason.as_str(),
         })
     };
-    Ok(reply.envelope("cmpl", "text_completion", &generation, shown))
+    Ok(reply
+        .envelope("cmpl", "text_completion", &generation, shown)
+        .into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -146,7 +158,7 @@ pub async fn chat_completions(
     State(state): State<AppState>,
     caller: CallerKey,
     InferenceJson(request): InferenceJson<ChatRequest>,
-) -> Result<Json<Value>, InferenceError> {
+) -> Result<Response, InferenceError> {
     let reply = Reply::to(&state, request.model)?;
     let engine = &reply.engine;
     if request.messages.is_empty() {
@@ -184,6 +196,15 @@ pub async fn chat_completions(
     let params = request
         .sampling
         .to_params(max_tokens, request.top_logprobs.unwrap_or(0))?;
+    if request.sampling.stream {
+        if request.logprobs {
+            return Err(not_streamed("logprobs"));
+        }
+        let usage = request.sampling.include_usage();
+        let generate = GenerateRequest { prompt, params };
+        let kind = StreamKind::Chat { tools_offered };
+        return reply.stream(&state, &caller, generate, kind, usage);
+    }
     let generation = sample(&state, engine, &caller, prompt, params).await?;
     let shown = |index: usize, choice: &Choice| {
         let logprobs = request.logprobs.then(|| {
@@ -201,7 +222,9 @@ pub async fn chat_completions(
             "finish_reason": finish_reason,
         })
     };
-    Ok(reply.envelope("chatcmpl", "chat.completion", &generation, shown))
+    Ok(reply
+        .envelope("chatcmpl", "chat.completion", &generation, shown)
+        .into_response())
 }
 
 /// What a completion answer names besides its choices: the engine the request's `model` picked,
@@ -212,7 +235,52 @@ struct Reply {
     model: Option<String>,
 }
 
+/// Which endpoint's chunks a streamed answer is made of.
+enum StreamKind {
+    Completion,
+    Chat { tools_offered: bool },
+}
+
+fn not_streamed(param: &str) -> InferenceError {
+    InferenceError::bad(
+        format!("{param} are not sent in a streamed answer; send stream: false for them"),
+        param,
+    )
+}
+
 impl Reply {
+    /// Checks, admits and charges `request` as an unstreamed one would be (a refusal is an HTTP
+    /// status), then answers with its chunks as they are written.
+    fn stream(
+        &self,
+        state: &AppState,
+        caller: &CallerKey,
+        request: GenerateRequest,
+        kind: StreamKind,
+        include_usage: bool,
+    ) -> Result<Response, InferenceError> {
+        self.engine.check(&request)?;
+        let reservation =
+            super::admission::reserve(&state.inference_limits, &self.engine, caller, &request)?;
+        let (chat, tools_offered, id_prefix) = match kind {
+            StreamKind::Completion => (false, false, "cmpl"),
+            StreamKind::Chat { tools_offered } => (true, tools_offered, "chatcmpl"),
+        };
+        let shape = StreamShape {
+            id: request_id(id_prefix),
+            model: self
+                .model
+                .clone()
+                .unwrap_or_else(|| self.engine.info().name.clone()),
+            created: unix_now(),
+            weight_version: self.weight_version,
+            chat,
+            tools_offered,
+            include_usage,
+        };
+        Ok(stream::respond(self.engine.clone(), reservation, request, shape).into_response())
+    }
+
     fn to(state: &AppState, model: Option<String>) -> Result<Self, InferenceError> {
         let engine = engine_for(state, model.as_deref())?;
         Ok(Self {
