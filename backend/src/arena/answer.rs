@@ -7,6 +7,7 @@ use lachesis_shared::arena::{ArenaKind, ContenderPolicy};
 use lachesis_shared::spatial::{Task, describe_task};
 
 use super::cat_dialogue::{self, CatDialogue};
+use super::endpoint;
 use rand::SeedableRng;
 
 use crate::envs::arithmetic::Problem;
@@ -15,11 +16,7 @@ use crate::envs::cat_caretaker::data::CatData;
 use crate::envs::cat_caretaker::dialogue::{caretaker_messages, opening};
 use crate::envs::cat_caretaker::rubric::score_answer;
 use crate::envs::spatial;
-use crate::policy::client::{ServerPool, ServerPoolConfig};
 use crate::policy::{EmbeddedPolicy, PolicyRequest};
-
-/// The environment variable holding the key sent to admin-chosen contender endpoints.
-pub const ENDPOINT_KEY_VAR: &str = "LACHESIS_ARENA_API_KEY";
 
 /// Largest answer kept, in characters (a contender ignoring its token limit cannot flood a page).
 const MAX_ANSWER_CHARS: usize = 4_000;
@@ -168,8 +165,9 @@ pub struct Speaker<'a> {
 }
 
 impl Speaker<'_> {
-    /// One reply to `messages`, trimmed and bounded. An embedded contender's text so far goes to
-    /// `on_text` as each token is sampled; an endpoint's arrives whole.
+    /// One reply to `messages`, trimmed and bounded. Its text so far goes to `on_text` as it is
+    /// written: an embedded contender's token by token, an endpoint's chunk by chunk when it
+    /// streams.
     pub async fn reply(
         &self,
         messages: &[ChatMessage],
@@ -197,7 +195,9 @@ impl Speaker<'_> {
                 embedded_answer(engine, request, on_text).await?
             }
             ContenderPolicy::Endpoint { base_url, model } => {
-                endpoint_answer(base_url, model, messages, self.max_tokens, self.timeout).await?
+                let (max_tokens, timeout) = (self.max_tokens, self.timeout);
+                let shown = |text: String| on_text(bounded(&text));
+                endpoint::answer(base_url, model, messages, max_tokens, timeout, &shown).await?
             }
         };
         let text = bounded(&text);
@@ -299,43 +299,6 @@ fn with_system(messages: &[ChatMessage], system: Option<&str>) -> Vec<ChatMessag
         _ => out.insert(0, ChatMessage::new("system", extra)),
     }
     out
-}
-
-async fn endpoint_answer(
-    base_url: &str,
-    model: &str,
-    messages: &[ChatMessage],
-    max_tokens: usize,
-    timeout: Duration,
-) -> Result<String, AnswerError> {
-    let pool = ServerPool::new(ServerPoolConfig {
-        base_urls: vec![base_url.to_string()],
-        api_key: std::env::var(ENDPOINT_KEY_VAR)
-            .ok()
-            .filter(|k| !k.is_empty()),
-        timeout,
-        max_retries: 1,
-        ..ServerPoolConfig::default()
-    })
-    .map_err(|e| AnswerError::Failed(e.to_string()))?;
-    let body = serde_json::json!({
-        "model": model,
-        "messages": messages,
-        "max_tokens": max_tokens,
-        "temperature": 0.7,
-    });
-    let bytes = pool
-        .post_json("/v1/chat/completions", &body)
-        .await
-        .map_err(|e| AnswerError::Failed(e.to_string()))?;
-    let value: serde_json::Value = serde_json::from_slice(&bytes)
-        .map_err(|e| AnswerError::Failed(format!("the endpoint's answer is not JSON: {e}")))?;
-    value["choices"][0]["message"]["content"]
-        .as_str()
-        .map(str::to_string)
-        .ok_or_else(|| {
-            AnswerError::Failed("the endpoint's answer has no choices[0].message.content".into())
-        })
 }
 
 #[cfg(test)]

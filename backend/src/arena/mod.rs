@@ -17,6 +17,7 @@ pub mod board;
 pub mod bootstrap;
 pub mod cat_dialogue;
 pub mod cli;
+pub mod endpoint;
 pub mod ingest_bench;
 pub mod integrity;
 pub mod ratings;
