@@ -22,6 +22,10 @@ use crate::policy::{EmbeddedPolicy, Policy, PolicyRequest};
 const CARETAKER: &str = "Caretaker: ";
 const CAT: &str = "The cat: ";
 
+/// How a model cat's verdict is marked at the end of its line.
+const PURRED: &str = " [purr]";
+const HISSED: &str = " [hiss]";
+
 /// Tokens the model cat may use for one reaction.
 const CAT_TOKENS: usize = 48;
 
@@ -160,14 +164,20 @@ async fn model_cat(engine: &Engine, task: &CatTask, said: &str) -> Result<Reacti
         .pop()
         .map(|r| one_line(&r.completion))
         .unwrap_or_default();
-    let settled = cat_verdict(&text) == Some(true);
+    let verdict = cat_verdict(&text);
+    // The verdict is marked, so a judge can tell it from a rule cat's hiss among its sounds.
+    let mark = match verdict {
+        Some(true) => PURRED,
+        Some(false) => HISSED,
+        None => "",
+    };
     Ok(Reaction {
         turn: CatTurn::Cat {
             behaviors: Vec::new(),
             sound: None,
         },
-        line: format!("{CAT}{text}"),
-        settled,
+        line: format!("{CAT}{text}{mark}"),
+        settled: verdict == Some(true),
     })
 }
 
@@ -212,9 +222,9 @@ pub fn judge(task: &CatTask, transcript: &str) -> String {
     } else {
         "hisses"
     };
-    let own = match last_cat.map(cat_verdict) {
-        Some(Some(true)) => "; the cat's own last word: a purr",
-        Some(Some(false)) => "; the cat's own last word: a hiss",
+    let own = match last_cat {
+        Some(line) if line.ends_with(PURRED) => "; the cat's own last word: a purr",
+        Some(line) if line.ends_with(HISSED) => "; the cat's own last word: a hiss",
         _ => "",
     };
     format!(
@@ -252,7 +262,9 @@ mod tests {
         );
         let two = judge(
             &task,
-            &format!("{CARETAKER}I sing.\n{CAT}It hisses. HISS\n{CARETAKER}Final: {remedy}"),
+            &format!(
+                "{CARETAKER}I sing.\n{CAT}It hisses. HISS{HISSED}\n{CARETAKER}Final: {remedy}"
+            ),
         );
         assert!(
             two.starts_with("the cat purrs: score 0.90 over 2 turns,"),
@@ -262,6 +274,12 @@ mod tests {
         let none = judge(&task, &format!("{CARETAKER}I sing to the moon."));
         assert!(none.starts_with("the cat hisses"), "{none}");
         assert!(none.contains("no remedy named"), "{none}");
+        // A rule cat's hissing sound is not a verdict.
+        let sound = judge(
+            &task,
+            &format!("{CARETAKER}I sing.\n{CAT}Hiding; you hear a hiss.\n{CARETAKER}Final: no"),
+        );
+        assert!(!sound.contains("last word"), "{sound}");
         assert!(is_transcript(&format!("{CARETAKER}I pet her.")));
         assert!(!is_transcript("I pet her."));
     }

@@ -283,13 +283,9 @@ async fn a_model_can_play_the_cat_and_give_its_own_verdict() {
         cat.starts_with("The cat: ") && cat.len() > "The cat: ".len(),
         "{cat}"
     );
-    // A purr ends the dialogue; otherwise the singer's final answer does.
-    let said = cat.to_lowercase();
-    let purred = match (said.rfind("purr"), said.rfind("hiss")) {
-        (Some(p), h) => h.is_none_or(|h| p > h),
-        _ => false,
-    };
-    if purred {
+    // A purr ends the dialogue; otherwise the singer's final answer does. The cat's verdict, when
+    // it gave one, is marked on its line and named by the judge.
+    if cat.ends_with(" [purr]") {
         assert_eq!(lines.len(), 2, "{lines:#?}");
         assert!(
             judged.ends_with("the cat's own last word: a purr"),
@@ -298,6 +294,12 @@ async fn a_model_can_play_the_cat_and_give_its_own_verdict() {
     } else {
         assert_eq!(lines.len(), 3, "{lines:#?}");
         assert_eq!(lines[2], "Caretaker: Final: I am not sure.");
+        if cat.ends_with(" [hiss]") {
+            assert!(
+                judged.ends_with("the cat's own last word: a hiss"),
+                "{judged}"
+            );
+        }
     }
     assert!(
         judged.starts_with("the cat hisses: score 0.00 over"),
