@@ -15,11 +15,18 @@ pub enum ArenaKind {
     Arithmetic,
     /// Two planners place the same scene's objects (the spatial environment's tasks).
     Spatial,
+    /// Two players choose a move in the same position (the chess player environment's positions).
+    Chess,
 }
 
 impl ArenaKind {
     /// Every arena, in the order pages list them.
-    pub const ALL: [ArenaKind; 3] = [ArenaKind::Catbot, ArenaKind::Arithmetic, ArenaKind::Spatial];
+    pub const ALL: [ArenaKind; 4] = [
+        ArenaKind::Catbot,
+        ArenaKind::Arithmetic,
+        ArenaKind::Spatial,
+        ArenaKind::Chess,
+    ];
 
     /// The name in URLs and the database.
     pub fn as_str(self) -> &'static str {
@@ -27,6 +34,7 @@ impl ArenaKind {
             ArenaKind::Catbot => "catbot",
             ArenaKind::Arithmetic => "arithmetic",
             ArenaKind::Spatial => "spatial",
+            ArenaKind::Chess => "chess",
         }
     }
 
@@ -36,6 +44,7 @@ impl ArenaKind {
             "catbot" => Some(ArenaKind::Catbot),
             "arithmetic" => Some(ArenaKind::Arithmetic),
             "spatial" => Some(ArenaKind::Spatial),
+            "chess" => Some(ArenaKind::Chess),
             _ => None,
         }
     }

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use lachesis_inference::ChatMessage;
 use lachesis_shared::arena::{ArenaKind, ContenderPolicy};
+use lachesis_shared::chess::rules;
 use lachesis_shared::spatial::{Task, describe_task};
 
 use super::cat_dialogue::{self, CatDialogue};
@@ -15,8 +16,9 @@ use crate::envs::arithmetic::parse::parse_answer;
 use crate::envs::cat_caretaker::data::CatData;
 use crate::envs::cat_caretaker::dialogue::{caretaker_messages, opening};
 use crate::envs::cat_caretaker::rubric::score_answer;
+use crate::envs::chess_player;
 use crate::envs::spatial;
-use crate::policy::{EmbeddedPolicy, PolicyRequest};
+use crate::policy::{EmbeddedPolicy, Finish, PolicyRequest};
 
 /// Largest answer kept, in characters (a contender ignoring its token limit cannot flood a page).
 const MAX_ANSWER_CHARS: usize = 4_000;
@@ -30,6 +32,9 @@ pub struct ArenaPrompt {
     pub messages: Vec<ChatMessage>,
     /// A catbot battle played over several turns instead of one answer.
     pub dialogue: Option<CatDialogue>,
+    /// The arena and seed it was drawn from, which its judge needs.
+    pub arena: ArenaKind,
+    pub seed: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +66,8 @@ pub fn prompt(arena: ArenaKind, seed: u64) -> Result<ArenaPrompt, AnswerError> {
                 text,
                 messages,
                 dialogue: None,
+                arena,
+                seed,
             })
         }
         ArenaKind::Arithmetic => {
@@ -69,6 +76,18 @@ pub fn prompt(arena: ArenaKind, seed: u64) -> Result<ArenaPrompt, AnswerError> {
                 text: problem.question(),
                 messages: problem.messages(ARITHMETIC_EXAMPLES),
                 dialogue: None,
+                arena,
+                seed,
+            })
+        }
+        ArenaKind::Chess => {
+            let (item, pos) = chess_player::position_for(seed);
+            Ok(ArenaPrompt {
+                text: item.question(&pos),
+                messages: item.messages(&pos),
+                dialogue: None,
+                arena,
+                seed,
             })
         }
         ArenaKind::Spatial => {
@@ -77,6 +96,8 @@ pub fn prompt(arena: ArenaKind, seed: u64) -> Result<ArenaPrompt, AnswerError> {
                 text: describe_task(&task),
                 messages: spatial::messages(&task, SPATIAL_EXAMPLES),
                 dialogue: None,
+                arena,
+                seed,
             })
         }
     }
@@ -137,6 +158,27 @@ pub fn judge(arena: ArenaKind, seed: u64, answer: &str) -> String {
                 Ok(given) if given == truth => format!("correct: {truth}"),
                 Ok(given) => format!("wrong: answered {given}, the result is {truth}"),
                 Err(_) => format!("no final answer read; the result is {truth}"),
+            }
+        }
+        ArenaKind::Chess => {
+            let (_, pos) = chess_player::position_for(seed);
+            let judged = chess_player::score_answer(&pos, answer, Finish::Stop);
+            let san = |uci: &str| {
+                rules::parse_uci(&pos, uci)
+                    .map(|m| rules::san_of(&pos, m))
+                    .unwrap_or_else(|_| uci.to_string())
+            };
+            match (judged.uci, judged.feedback) {
+                (Some(uci), _) => format!(
+                    "plays {}: the engine judge scores it {:.2} (attack and sound sacrifices \
+                     score high)",
+                    san(&uci),
+                    judged.score
+                ),
+                (None, feedback) => format!(
+                    "no legal move: {}",
+                    feedback.unwrap_or_else(|| "none read".into())
+                ),
             }
         }
         ArenaKind::Spatial => {
@@ -356,6 +398,35 @@ mod tests {
         assert!(
             unread.starts_with("the scene scores 0.00: unreadable"),
             "{unread}"
+        );
+    }
+
+    #[test]
+    fn chess_prompts_pose_a_position_the_engine_judges() {
+        let seed = 21;
+        let prompt = prompt(ArenaKind::Chess, seed).unwrap();
+        assert!(
+            prompt.text.starts_with("Position (FEN): "),
+            "{}",
+            prompt.text
+        );
+        // The first legal move listed, answered as the examples answer, is read and judged.
+        let legal = prompt
+            .text
+            .split("Legal moves: ")
+            .nth(1)
+            .and_then(|moves| moves.split([',', '.']).next())
+            .expect("legal moves are listed")
+            .trim()
+            .to_string();
+        let judged = judge(ArenaKind::Chess, seed, &format!("Move: {legal}"));
+        assert!(judged.starts_with("plays "), "{judged}");
+        assert!(judged.contains("the engine judge scores it"), "{judged}");
+        let refused = judge(ArenaKind::Chess, seed, "Move: Ke9");
+        assert!(refused.starts_with("no legal move: "), "{refused}");
+        assert_eq!(
+            prompt.text,
+            super::prompt(ArenaKind::Chess, seed).unwrap().text
         );
     }
 

@@ -163,10 +163,19 @@ async fn write_answers(
             )
         }
     };
+    // Judged once, off the async threads: a spatial plan runs the physics, a chess move a search.
+    let (arena, seed) = (prompt.arena, prompt.seed);
+    let to_judge = answers.clone();
+    let judged = tokio::task::spawn_blocking(move || {
+        to_judge.map(|answer| answer.map(|text| answer::judge(arena, seed, &text)))
+    })
+    .await
+    .unwrap_or_default();
     let stored = store::finish_battle(
         &state.db,
         id,
         [answers[0].as_deref(), answers[1].as_deref()],
+        [judged[0].as_deref(), judged[1].as_deref()],
         void.as_deref(),
     )
     .await;

@@ -77,9 +77,11 @@ pub fn view(b: &StoredBattle) -> BattleView {
         excluded: b.excluded.clone(),
         void_reason: b.void_reason.clone(),
         judged: over.then(|| {
-            b.answers.each_ref().map(|answer| match answer {
-                Some(text) => super::answer::judge(b.arena, b.seed, text),
-                None => "no answer".to_string(),
+            [0, 1].map(|side| match (&b.judged[side], &b.answers[side]) {
+                (Some(judged), _) => judged.clone(),
+                // Battles answered before verdicts were stored: the cheap arenas' judges.
+                (None, Some(text)) => super::answer::judge(b.arena, b.seed, text),
+                (None, None) => "no answer".to_string(),
             })
         }),
     }

@@ -138,16 +138,20 @@ pub async fn finish_battle(
     db: &PgPool,
     id: i64,
     answers: [Option<&str>; 2],
+    judged: [Option<&str>; 2],
     void_reason: Option<&str>,
 ) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "UPDATE arena_battles
-         SET answer_a = $2, answer_b = $3, void_reason = $4, ready_at = now(),
-             state = CASE WHEN $4::text IS NULL THEN 'ready' ELSE 'void' END
+         SET answer_a = $2, answer_b = $3, judged_a = $4, judged_b = $5, void_reason = $6,
+             ready_at = now(),
+             state = CASE WHEN $6::text IS NULL THEN 'ready' ELSE 'void' END
          WHERE id = $1 AND state = 'answering'",
         id,
         answers[0],
         answers[1],
+        judged[0],
+        judged[1],
         void_reason
     )
     .execute(db)
@@ -164,6 +168,8 @@ pub struct StoredBattle {
     pub state: BattleState,
     pub prompt: String,
     pub answers: [Option<String>; 2],
+    /// The environment's judge of each answer, as written with the answers.
+    pub judged: [Option<String>; 2],
     pub contenders: [String; 2],
     pub void_reason: Option<String>,
     pub voter: String,
@@ -207,7 +213,7 @@ async fn battles(
 ) -> Result<Vec<StoredBattle>, ArenaStoreError> {
     let rows = sqlx::query!(
         r#"SELECT b.id, b.arena, b.seed, b.state, b.prompt, b.answer_a, b.answer_b, b.void_reason,
-                  b.voter, ca.name AS name_a, cb.name AS name_b,
+                  b.judged_a, b.judged_b, b.voter, ca.name AS name_a, cb.name AS name_b,
                   v.choice AS "choice?", v.excluded AS "excluded?"
            FROM arena_battles b
            JOIN arena_contenders ca ON ca.id = b.contender_a
@@ -232,6 +238,7 @@ async fn battles(
                 state: state_of(&r.state)?,
                 prompt: r.prompt,
                 answers: [r.answer_a, r.answer_b],
+                judged: [r.judged_a, r.judged_b],
                 contenders: [r.name_a, r.name_b],
                 void_reason: r.void_reason,
                 voter: r.voter,

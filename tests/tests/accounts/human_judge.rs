@@ -302,7 +302,19 @@ async fn a_grpo_run_trains_on_groups_people_ranked_and_they_are_paid() {
         trained.store(true, Ordering::SeqCst);
         output
     };
-    let (output, expected) = tokio::join!(train, annotate);
+    // An environment that fails (a bad flag, a stale binary) fails the test instead of leaving
+    // the trainer waiting for batches that never come; one that finishes its steps may exit
+    // before the trainer does.
+    let work = async { tokio::join!(train, annotate) };
+    tokio::pin!(work);
+    let (output, expected) = tokio::select! {
+        pair = &mut work => pair,
+        status = env.wait() => {
+            let status = status.expect("the environment's status");
+            assert!(status.success(), "the environment failed: {status}");
+            work.await
+        }
+    };
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
 use lachesis::arena::settings::{ArenaCat, ArenaSettings};
-use lachesis_shared::arena::{BattleState, BattleView};
+use lachesis_shared::arena::{ArenaKind, BattleState, BattleView};
 use lachesis_shared::live::{ClientMsg, LiveEvent, ServerMsg, Topic};
 use lachesis_tests::{TestApp, config_for, fresh_database, model_path};
 use reqwest::Method;
@@ -132,9 +132,9 @@ async fn both_answers_stream_to_an_anonymous_watcher_as_they_are_written() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_spatial_battle_is_judged_by_the_physics_once_voted() {
+async fn spatial_and_chess_battles_are_judged_by_their_environments_once_voted() {
     let app = app_with_model().await;
-    for (name, temperature) in [("Planner Calm", 0.0), ("Planner Bold", 0.8)] {
+    for (name, temperature) in [("Player Calm", 0.0), ("Player Bold", 0.8)] {
         let policy = json!({"kind": "embedded", "temperature": temperature});
         app.post(
             "/api/arena/contenders",
@@ -146,27 +146,47 @@ async fn a_spatial_battle_is_judged_by_the_physics_once_voted() {
         .as_str()
         .expect("a visitor token")
         .to_string();
-    let battle = dealt(&app, &visitor, "spatial").await;
-    assert_eq!(battle.arena, lachesis_shared::arena::ArenaKind::Spatial);
-    assert!(battle.prompt.starts_with("Scene"), "{}", battle.prompt);
-    assert_eq!(battle.state, BattleState::Ready, "{battle:?}");
-    assert!(
-        battle.judged.is_none(),
-        "the judge is hidden before the vote"
-    );
-    // Votes sooner than two seconds after the answers are recorded but not counted.
-    tokio::time::sleep(Duration::from_millis(2_100)).await;
-    let path = format!("/api/arena/battles/{}/vote", battle.id);
-    let voted: BattleView = serde_json::from_value(
-        as_visitor(&app, &visitor, Method::POST, &path, json!({"choice": "a"})).await,
-    )
-    .unwrap();
-    assert_eq!(voted.excluded, None, "{voted:?}");
-    for verdict in voted.judged.expect("judged once voted") {
-        assert!(verdict.starts_with("the scene scores "), "{verdict}");
+    let cases = [
+        (
+            ArenaKind::Spatial,
+            "Scene",
+            ["the scene scores "].as_slice(),
+        ),
+        (
+            ArenaKind::Chess,
+            "Position (FEN): ",
+            ["plays ", "no legal move: "].as_slice(),
+        ),
+    ];
+    for (arena, prompt_start, verdict_starts) in cases {
+        let battle = dealt(&app, &visitor, arena.as_str()).await;
+        assert_eq!(battle.arena, arena);
+        assert!(battle.prompt.starts_with(prompt_start), "{}", battle.prompt);
+        assert_eq!(battle.state, BattleState::Ready, "{battle:?}");
+        assert!(
+            battle.judged.is_none(),
+            "the judge is hidden before the vote"
+        );
+        // Votes sooner than two seconds after the answers are recorded but not counted.
+        tokio::time::sleep(Duration::from_millis(2_100)).await;
+        let path = format!("/api/arena/battles/{}/vote", battle.id);
+        let voted: BattleView = serde_json::from_value(
+            as_visitor(&app, &visitor, Method::POST, &path, json!({"choice": "a"})).await,
+        )
+        .unwrap();
+        assert_eq!(voted.excluded, None, "{voted:?}");
+        for verdict in voted.judged.expect("judged once voted") {
+            assert!(
+                verdict_starts
+                    .iter()
+                    .any(|start| verdict.starts_with(start)),
+                "{verdict}"
+            );
+        }
+        let path = format!("/api/arena/leaderboard?arena={}", arena.as_str());
+        let board = app.get(&path).await;
+        assert_eq!(board["counted_votes"], json!(1), "{board}");
     }
-    let board = app.get("/api/arena/leaderboard?arena=spatial").await;
-    assert_eq!(board["counted_votes"], json!(1), "{board}");
     let catbot = app.get("/api/arena/leaderboard?arena=catbot").await;
     assert_eq!(catbot["counted_votes"], json!(0), "{catbot}");
 }

@@ -63,7 +63,8 @@ impl PositionItem {
         Some((item, pos))
     }
 
-    fn messages(&self, pos: &Chess) -> Vec<ChatMessage> {
+    /// The conversation asking for a move in this position, after the worked examples.
+    pub fn messages(&self, pos: &Chess) -> Vec<ChatMessage> {
         let mut messages = vec![ChatMessage::new("system", SYSTEM_PROMPT)];
         for (history, answer) in EXAMPLES {
             if let Some((example, example_pos)) = PositionItem::from_history(history) {
@@ -75,7 +76,8 @@ impl PositionItem {
         messages
     }
 
-    fn question(&self, pos: &Chess) -> String {
+    /// The position as the model reads it: its FEN, the moves so far, the side and legal moves.
+    pub fn question(&self, pos: &Chess) -> String {
         let side = if pos.turn() == Color::White {
             "White"
         } else {
@@ -303,6 +305,14 @@ impl Env for ChessPlayerEnv {
 }
 
 /// A position from a game of the version-0 agent against itself, some plies in, not over.
+/// The position drawn for `seed` with the default settings (an arena's battles use these), and
+/// its board.
+pub fn position_for(seed: u64) -> (PositionItem, Chess) {
+    let item = draw_position(&mut StdRng::seed_from_u64(seed), &Settings::default());
+    let pos = rules::parse_fen(&item.fen).unwrap_or_default();
+    (item, pos)
+}
+
 fn draw_position(rng: &mut StdRng, settings: &Settings) -> PositionItem {
     let baseline = PolicyParams::default();
     loop {

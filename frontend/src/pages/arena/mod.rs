@@ -84,6 +84,7 @@ fn arena_label(arena: ArenaKind) -> &'static str {
         ArenaKind::Catbot => "Catbot",
         ArenaKind::Arithmetic => "Arithmetic",
         ArenaKind::Spatial => "Spatial",
+        ArenaKind::Chess => "Chess",
     }
 }
 
@@ -93,6 +94,7 @@ fn prompt_heading(arena: ArenaKind) -> &'static str {
         ArenaKind::Catbot => "The cat",
         ArenaKind::Arithmetic => "The problem",
         ArenaKind::Spatial => "The scene",
+        ArenaKind::Chess => "The position",
     }
 }
 
@@ -104,6 +106,10 @@ fn arena_blurb(arena: ArenaKind) -> &'static str {
         ArenaKind::Spatial => {
             "Two planners move the same scene's objects; the physics then settles them, and \
              after the vote you see how many goals each plan met."
+        }
+        ArenaKind::Chess => {
+            "Two players choose a move in the same position; after the vote you see how the \
+             engine judge scores each."
         }
     }
 }
