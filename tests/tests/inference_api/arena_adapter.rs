@@ -36,6 +36,29 @@ pub(super) async fn as_visitor(
     response.json().await.expect("a JSON body")
 }
 
+/// A new anonymous visitor's voting token.
+pub(super) async fn visitor(app: &TestApp) -> String {
+    app.post("/api/arena/visitors", &json!({})).await["token"]
+        .as_str()
+        .expect("a visitor token")
+        .to_string()
+}
+
+/// Enters `contenders` (name and policy) as the admin, and returns a new visitor's token.
+pub(super) async fn contenders_and_visitor(
+    app: &TestApp,
+    contenders: [(&str, Value); 2],
+) -> String {
+    for (name, policy) in contenders {
+        app.post(
+            "/api/arena/contenders",
+            &json!({"name": name, "policy": policy}),
+        )
+        .await;
+    }
+    visitor(app).await
+}
+
 /// A battle of `arena` dealt to `visitor`, once its contenders have answered or it was voided.
 pub(super) async fn dealt(app: &TestApp, visitor: &str, arena: &str) -> BattleView {
     let body = json!({"arena": arena});
@@ -82,10 +105,7 @@ async fn a_contender_naming_an_adapter_answers_with_the_trainers_weights() {
         .await
         .unwrap();
     assert_eq!(refused.status(), reqwest::StatusCode::UNPROCESSABLE_ENTITY);
-    let visitor = app.post("/api/arena/visitors", &json!({})).await["token"]
-        .as_str()
-        .expect("a visitor token")
-        .to_string();
+    let visitor = visitor(&app).await;
 
     // No adapter is loaded yet: the battle is void, and says why.
     let early = dealt(&app, &visitor, "catbot").await;

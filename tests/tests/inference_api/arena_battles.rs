@@ -14,7 +14,7 @@ use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::app_with_model;
-use super::arena_adapter::{as_visitor, dealt};
+use super::arena_adapter::{as_visitor, contenders_and_visitor, dealt};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_answers_stream_to_an_anonymous_watcher_as_they_are_written() {
@@ -24,17 +24,8 @@ async fn both_answers_stream_to_an_anonymous_watcher_as_they_are_written() {
     let embedded = json!({"kind": "embedded", "temperature": 0.0,
         "system": "Explain your advice in several full sentences."});
     let endpoint = json!({"kind": "endpoint", "base_url": app.base, "model": "remote"});
-    for (name, policy) in [("Thorough Bot", embedded), ("Remote Bot", endpoint)] {
-        app.post(
-            "/api/arena/contenders",
-            &json!({"name": name, "policy": policy}),
-        )
-        .await;
-    }
-    let visitor = app.post("/api/arena/visitors", &json!({})).await["token"]
-        .as_str()
-        .expect("a visitor token")
-        .to_string();
+    let contenders = [("Thorough Bot", embedded), ("Remote Bot", endpoint)];
+    let visitor = contenders_and_visitor(&app, contenders).await;
     // A watcher without an account, connected before the battle is dealt.
     let ws_url = app.url("/ws").replace("http://", "ws://");
     let (mut ws, _) = tokio_tungstenite::connect_async(&ws_url)
@@ -134,18 +125,12 @@ async fn both_answers_stream_to_an_anonymous_watcher_as_they_are_written() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spatial_and_chess_battles_are_judged_by_their_environments_once_voted() {
     let app = app_with_model().await;
-    for (name, temperature) in [("Player Calm", 0.0), ("Player Bold", 0.8)] {
-        let policy = json!({"kind": "embedded", "temperature": temperature});
-        app.post(
-            "/api/arena/contenders",
-            &json!({"name": name, "policy": policy}),
-        )
-        .await;
-    }
-    let visitor = app.post("/api/arena/visitors", &json!({})).await["token"]
-        .as_str()
-        .expect("a visitor token")
-        .to_string();
+    let embedded = |temperature: f64| json!({"kind": "embedded", "temperature": temperature});
+    let contenders = [
+        ("Player Calm", embedded(0.0)),
+        ("Player Bold", embedded(0.8)),
+    ];
+    let visitor = contenders_and_visitor(&app, contenders).await;
     let cases = [
         (
             ArenaKind::Spatial,
@@ -229,17 +214,8 @@ async fn dialogue_battle(cat: ArenaCat) -> BattleView {
     let singer =
         json!({"kind": "endpoint", "base_url": singing_caretaker().await, "model": "singer"});
     let model = json!({"kind": "embedded", "temperature": 0.0});
-    for (name, policy) in [("Singer", singer), ("Model Keeper", model)] {
-        app.post(
-            "/api/arena/contenders",
-            &json!({"name": name, "policy": policy}),
-        )
-        .await;
-    }
-    let visitor = app.post("/api/arena/visitors", &json!({})).await["token"]
-        .as_str()
-        .expect("a visitor token")
-        .to_string();
+    let contenders = [("Singer", singer), ("Model Keeper", model)];
+    let visitor = contenders_and_visitor(&app, contenders).await;
     let battle = dealt(&app, &visitor, "catbot").await;
     assert_eq!(battle.state, BattleState::Ready, "{battle:?}");
     tokio::time::sleep(Duration::from_millis(2_100)).await;
