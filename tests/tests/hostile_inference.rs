@@ -1,6 +1,7 @@
 //! The embedded model's routes against callers who try to exhaust the server: memory-hungry
-//! requests, oversized stop lists, callers over their token rate, and more requests than the
-//! engine admits. Each is refused with an OpenAI-shaped error while everyone else is served.
+//! requests, oversized stop lists, callers over their token rate, streams left open, and more
+//! requests than the engine admits. Each is refused with an OpenAI-shaped error while everyone
+//! else is served.
 
 use lachesis::inference::limits::InferenceLimits;
 use lachesis_tests::{TestApp, config_for, fresh_database, model_path};
@@ -328,4 +329,74 @@ async fn one_caller_cannot_fill_the_engine_while_another_waits() {
     )
     .await;
     assert_eq!(again.status, 200, "{}", again.body);
+}
+
+/// A streamed answer holds its caller's share like any other until it ends, and a caller that
+/// walks away from its stream gets its share back: the stream's generation is not left holding it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_holds_its_callers_share_until_the_caller_leaves() {
+    let mut config = config_for(&fresh_database().await);
+    config.model = Some(model_path());
+    config.auth = true;
+    config.inference_limits.per_caller = 1;
+    let app = TestApp::spawn_with(config).await;
+    let (greedy, patient) = two_callers(&app).await;
+    let greedy = format!("Bearer {greedy}");
+    let patient = format!("Bearer {patient}");
+    let long = json!({"prompt": "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,", "max_tokens": 2000,
+                      "temperature": 0, "stream": true});
+    let mut stream = app
+        .client
+        .post(app.url("/v1/completions"))
+        .header("authorization", &greedy)
+        .json(&long)
+        .send()
+        .await
+        .expect("the stream starts");
+    assert_eq!(stream.status().as_u16(), 200);
+    let first = stream
+        .chunk()
+        .await
+        .expect("a chunk")
+        .expect("not yet over");
+    assert!(String::from_utf8_lossy(&first).starts_with("data: "));
+
+    let short = json!({"prompt": "Hi", "max_tokens": 4});
+    let second = call(
+        &app,
+        "/v1/completions",
+        &short,
+        &[("authorization", &greedy)],
+    )
+    .await;
+    assert_eq!(second.status, 429, "{}", second.body);
+    let other = call(
+        &app,
+        "/v1/completions",
+        &short,
+        &[("authorization", &patient)],
+    )
+    .await;
+    assert_eq!(other.status, 200, "{}", other.body);
+
+    drop(stream);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let again = call(
+            &app,
+            "/v1/completions",
+            &short,
+            &[("authorization", &greedy)],
+        )
+        .await;
+        if again.status == 200 {
+            break;
+        }
+        assert_eq!(again.status, 429, "{}", again.body);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the caller's share never came back"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }
