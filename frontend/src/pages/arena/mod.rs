@@ -255,6 +255,12 @@ fn battle_body(b: &BattleView, streamed: Option<[String; 2]>) -> impl IntoView +
                         })}
                     </h3>
                     {match answer {
+                        Some(text) if is_transcript(&text) => view! {
+                            <div class="arena-text arena-dialogue" data-testid=answer_id>
+                                {transcript_turns(&text)}
+                            </div>
+                        }
+                        .into_any(),
                         Some(text) => view! {
                             <p class="arena-text" data-testid=answer_id>{text}</p>
                         }
@@ -275,6 +281,9 @@ fn battle_body(b: &BattleView, streamed: Option<[String; 2]>) -> impl IntoView +
     view! {
         <section class="card">
             <h2>{prompt_heading(b.arena)}</h2>
+            {position_fen(&b.prompt)
+                .filter(|_| b.arena == ArenaKind::Chess)
+                .map(|fen| view! { <crate::pages::chess::PositionBoard fen /> })}
             <p class="arena-text" data-testid="arena-prompt">{b.prompt.clone()}</p>
             {answering.then(|| view! { <p class="muted">"The contenders are answering…"</p> })}
         </section>
@@ -283,6 +292,39 @@ fn battle_body(b: &BattleView, streamed: Option<[String; 2]>) -> impl IntoView +
             {side("B", b.answer_b.clone(), so_far_b, b.contender_b.clone())}
         </div>
     }
+}
+
+/// Whether an answer is a catbot dialogue's transcript (its first line is the caretaker's).
+fn is_transcript(text: &str) -> bool {
+    text.starts_with(CARETAKER)
+}
+
+const CARETAKER: &str = "Caretaker: ";
+
+/// A transcript's turns, one a line, the speaker in bold.
+fn transcript_turns(text: &str) -> impl IntoView + use<> {
+    text.lines()
+        .map(|line| {
+            let (who, said, class) = match line.strip_prefix(CARETAKER) {
+                Some(said) => ("Caretaker", said, "turn caretaker"),
+                None => (
+                    "The cat",
+                    line.strip_prefix("The cat: ").unwrap_or(line),
+                    "turn cat",
+                ),
+            };
+            view! { <p class=class><strong>{who} ": "</strong>{said.to_string()}</p> }
+        })
+        .collect_view()
+}
+
+/// The FEN a chess battle's prompt opens with (`Position (FEN): ...` on its first line).
+fn position_fen(prompt: &str) -> Option<String> {
+    prompt
+        .lines()
+        .next()?
+        .strip_prefix("Position (FEN): ")
+        .map(|fen| fen.trim().to_string())
 }
 
 /// The verdict, whether it counts, or why the battle was voided.
@@ -321,6 +363,18 @@ fn battle_outcome(b: &BattleView) -> impl IntoView + use<> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chess_prompts_give_their_fen_and_dialogues_are_told_apart() {
+        let prompt = "Position (FEN): 8/8/8/8/8/8/8/K6k w - - 0 1\nMoves so far: none";
+        assert_eq!(
+            position_fen(prompt).as_deref(),
+            Some("8/8/8/8/8/8/8/K6k w - - 0 1")
+        );
+        assert_eq!(position_fen("What is 2 + 2?"), None);
+        assert!(is_transcript("Caretaker: I feed her.\nThe cat: purrs"));
+        assert!(!is_transcript("I feed her."));
+    }
 
     #[test]
     fn ranks_are_ranges_only_when_uncertain() {

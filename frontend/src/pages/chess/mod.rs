@@ -13,6 +13,25 @@ mod review;
 
 pub use game::GamePage;
 
+/// A position drawn from its FEN, from the side to move's view, for reading only (the arena's
+/// chess battles show theirs with it).
+#[component]
+pub fn PositionBoard(fen: String) -> impl IntoView {
+    let from_black = fen.split_whitespace().nth(1) == Some("b");
+    let shown = position::show(&fen, from_black);
+    view! {
+        <div class="position-board" data-testid="position-board">
+            <board::Board
+                shown=Signal::stored(shown)
+                flipped=Signal::stored(from_black)
+                last=Signal::stored(None)
+                movable=Signal::stored(None)
+                on_move=Callback::new(|_: String| {})
+            />
+        </div>
+    }
+}
+
 use lachesis_shared::chess::{AgentInfo, AgentRating, FeatureWeight, GameSummary, Side};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
