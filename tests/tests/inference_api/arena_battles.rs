@@ -124,7 +124,12 @@ async fn both_answers_stream_to_an_anonymous_watcher_as_they_are_written() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spatial_and_chess_battles_are_judged_by_their_environments_once_voted() {
-    let app = app_with_model().await;
+    // Short answers: a cut-off plan is judged too (unreadable, scoring nothing).
+    let app = app_with_arena(ArenaSettings {
+        max_answer_tokens: 48,
+        ..ArenaSettings::default()
+    })
+    .await;
     let embedded = |temperature: f64| json!({"kind": "embedded", "temperature": temperature});
     let contenders = [
         ("Player Calm", embedded(0.0)),
@@ -202,15 +207,13 @@ async fn singing_caretaker() -> String {
 /// A catbot battle with `cat` playing the cat over up to three caretaker turns, between the
 /// singing endpoint and the embedded model; the battle once voted.
 async fn dialogue_battle(cat: ArenaCat) -> BattleView {
-    let mut config = config_for(&fresh_database().await);
-    config.model = Some(model_path());
-    config.arena = ArenaSettings {
+    let app = app_with_arena(ArenaSettings {
         cat_turns: 3,
         cat,
         max_answer_tokens: 40,
         ..ArenaSettings::default()
-    };
-    let app = TestApp::spawn_with(config).await;
+    })
+    .await;
     let singer =
         json!({"kind": "endpoint", "base_url": singing_caretaker().await, "model": "singer"});
     let model = json!({"kind": "embedded", "temperature": 0.0});
@@ -224,6 +227,14 @@ async fn dialogue_battle(cat: ArenaCat) -> BattleView {
         as_visitor(&app, &visitor, Method::POST, &path, json!({"choice": "b"})).await,
     )
     .unwrap()
+}
+
+/// A server with the embedded model and these arena settings.
+async fn app_with_arena(settings: ArenaSettings) -> TestApp {
+    let mut config = config_for(&fresh_database().await);
+    config.model = Some(model_path());
+    config.arena = settings;
+    TestApp::spawn_with(config).await
 }
 
 /// The singer's transcript and its judge's line, whichever side it was dealt.
