@@ -6,6 +6,7 @@
 pub mod backoff;
 mod engine;
 mod hf;
+mod incremental;
 pub mod llama;
 mod sampling;
 mod tokenizer;
@@ -15,6 +16,7 @@ pub use engine::{
     Choice, Engine, EngineOptions, FinishReason, GenerateRequest, Generation, ModelInfo,
     StreamedToken, TokenLogprob,
 };
+pub use incremental::IncrementalText;
 pub use sampling::{MAX_CHOICES, MAX_TOP_LOGPROBS, SamplingParams, log_softmax, sample, top_k};
 pub use tokenizer::{ChatMessage, ModelTokenizer};
 pub use worker::WorkerHealth;

@@ -8,7 +8,8 @@ use candle_core::{Device, Tensor};
 use candle_transformers::models::quantized_llama::ModelWeights;
 use lachesis_inference::llama::Llama;
 use lachesis_inference::{
-    ChatMessage, Engine, EngineError, EngineOptions, FinishReason, GenerateRequest, SamplingParams,
+    ChatMessage, Engine, EngineError, EngineOptions, FinishReason, GenerateRequest,
+    IncrementalText, SamplingParams,
 };
 
 fn model_path() -> PathBuf {
@@ -187,6 +188,32 @@ async fn streamed_tokens_arrive_before_the_answer_and_equal_it() {
     for (choice, tokens) in generation.choices.iter().zip(&per_choice) {
         assert_eq!(&choice.tokens, tokens);
     }
+}
+
+#[test]
+fn text_decoded_token_by_token_is_the_text_decoded_at_once() {
+    let engine = engine();
+    let tokenizer = engine.tokenizer();
+    let ids = tokenizer
+        .encode(" A café for the cat 🐱, naïve 日本語 — and “quotes”.\n\nDone.")
+        .unwrap();
+    let mut text = IncrementalText::default();
+    for (i, &id) in ids.iter().enumerate() {
+        text.push(id);
+        let whole = tokenizer.decode(&ids[..=i]).unwrap();
+        assert_eq!(
+            text.text(tokenizer, false).unwrap(),
+            whole,
+            "after {} tokens",
+            i + 1
+        );
+    }
+    // Leaving out a last token (an end-of-sequence one) gives the text before it.
+    text.push(tokenizer.eos_token_id());
+    assert_eq!(
+        text.text(tokenizer, true).unwrap(),
+        tokenizer.decode(&ids).unwrap()
+    );
 }
 
 #[tokio::test]

@@ -290,7 +290,7 @@ async fn embedded_answer(
     let generating = model.complete_streaming(request, sink);
     tokio::pin!(generating);
     let tokenizer = engine.tokenizer();
-    let mut written = Vec::new();
+    let mut written = lachesis_inference::IncrementalText::default();
     let rollouts = loop {
         tokio::select! {
             biased;
@@ -300,7 +300,7 @@ async fn embedded_answer(
                 while let Ok(more) = streamed.try_recv() {
                     written.push(more.token);
                 }
-                if let Some(text) = text_so_far(tokenizer, &written) {
+                if let Some(text) = text_so_far(tokenizer, &mut written) {
                     on_text(text);
                 }
             }
@@ -316,13 +316,12 @@ async fn embedded_answer(
 
 /// What a reader is shown of an unfinished answer: its tokens decoded, the end-of-sequence token
 /// and anything from the stop string on left out, as the finished answer will be.
-fn text_so_far(tokenizer: &lachesis_inference::ModelTokenizer, tokens: &[u32]) -> Option<String> {
-    let eos = tokenizer.eos_token_id();
-    let spoken = match tokens.split_last() {
-        Some((&last, rest)) if last == eos => rest,
-        _ => tokens,
-    };
-    let mut text = tokenizer.decode(spoken).ok()?;
+fn text_so_far(
+    tokenizer: &lachesis_inference::ModelTokenizer,
+    written: &mut lachesis_inference::IncrementalText,
+) -> Option<String> {
+    let ended = written.tokens().last() == Some(&tokenizer.eos_token_id());
+    let mut text = written.text(tokenizer, ended).ok()?;
     if let Some(cut) = text.find(STOP) {
         text.truncate(cut);
     }

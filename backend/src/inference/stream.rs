@@ -12,7 +12,7 @@ use std::convert::Infallible;
 
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
-use lachesis_inference::{Engine, GenerateRequest, Generation, StreamedToken};
+use lachesis_inference::{Engine, GenerateRequest, Generation, IncrementalText, StreamedToken};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -67,7 +67,7 @@ pub fn respond(
 /// A choice's text as far as it has been sent.
 #[derive(Default, Clone)]
 struct Sent {
-    tokens: Vec<u32>,
+    written: IncrementalText,
     text_len: usize,
 }
 
@@ -101,14 +101,14 @@ async fn write(
                 }
                 for token in arrived {
                     if let Some(choice) = sent.get_mut(token.choice) {
-                        choice.tokens.push(token.token);
+                        choice.written.push(token.token);
                     }
                 }
                 if shape.tools_offered {
                     continue;
                 }
                 for (index, choice) in sent.iter_mut().enumerate() {
-                    let text = readable_text(engine, &choice.tokens, &stops);
+                    let text = readable_text(engine, &mut choice.written, &stops);
                     if let Some(new) = text.get(choice.text_len..).filter(|t| !t.is_empty()) {
                         let chunk = shape.chunk(index, shape.text_delta(new), None);
                         choice.text_len = text.len();
@@ -217,13 +217,10 @@ async fn send(events: &mpsc::Sender<Event>, event: Event) -> Result<(), Gone> {
 
 /// What of `tokens` can be sent for sure: decoded without the end-of-sequence token, cut at a
 /// stop string, and short of a tail that may yet become one (or is half of a character).
-fn readable_text(engine: &Engine, tokens: &[u32], stops: &[String]) -> String {
+fn readable_text(engine: &Engine, written: &mut IncrementalText, stops: &[String]) -> String {
     let tokenizer = engine.tokenizer();
-    let spoken = match tokens.split_last() {
-        Some((&last, rest)) if last == tokenizer.eos_token_id() => rest,
-        _ => tokens,
-    };
-    let Ok(mut text) = tokenizer.decode(spoken) else {
+    let ended = written.tokens().last() == Some(&tokenizer.eos_token_id());
+    let Ok(mut text) = written.text(tokenizer, ended) else {
         return String::new();
     };
     let safe = sendable_len(&text, stops);
