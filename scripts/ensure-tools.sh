@@ -87,6 +87,16 @@ if ! compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null && [[ -z ${PG_BIND
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
 fi
 
+# OpenBLAS, for the trainer's large matrix products (Debian's libopenblas0; loaded at run time by
+# lachesis-native, so the build does not need it). Without it training uses candle's own kernels,
+# about 1.6x slower on SmolLM2-135M; its test needs it.
+if ! compgen -G '/usr/lib/*/libopenblas.so.0' >/dev/null && [[ $(id -u) -eq 0 ]] &&
+    command -v apt-get >/dev/null; then
+    log "installing OpenBLAS (apt-get install libopenblas0) for training"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenblas0 >/dev/null
+fi
+
 # Stockfish, the chess judge's soundness oracle and the agent's yardstick (Debian's package, at
 # /usr/games/stockfish). `make run` uses it when present; the chess tests need it.
 if [[ ! -x /usr/games/stockfish ]] && ! command -v stockfish >/dev/null && [[ -z ${LACHESIS_STOCKFISH:-} ]] &&

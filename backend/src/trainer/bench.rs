@@ -45,6 +45,7 @@ pub struct TrainBenchResult {
 }
 
 pub fn run_train_bench(args: &TrainBenchArgs) -> anyhow::Result<TrainBenchResult> {
+    lachesis_native::allocator::keep_freed_memory();
     let config = LlamaConfig {
         vocab_size: args.vocab,
         hidden_size: args.hidden,

@@ -198,6 +198,8 @@ fn load_model(args: &RunArgs, mode: TrainMode) -> anyhow::Result<(TrainLlama, Mo
 }
 
 async fn train(args: RunArgs) -> anyhow::Result<()> {
+    // Every step frees and reallocates the same gigabytes of activations: keep them.
+    lachesis_native::allocator::keep_freed_memory();
     let mode = if args.lora_rank > 0 {
         TrainMode::Lora(LoraConfig {
             rank: args.lora_rank,

@@ -8,6 +8,7 @@
 
 pub mod checkpoint;
 pub mod config;
+pub mod fused;
 pub mod gguf;
 pub mod linear;
 pub mod loss;

@@ -3,9 +3,12 @@
 //! candle's matmul backward computes the gradients of both operands, even for a frozen weight that
 //! is a plain tensor (the weight-sized gradient is allocated and then dropped). [`FrozenMatmul`]
 //! is a custom op whose backward returns only dL/dx, which is what LoRA needs from the base layer;
-//! at SmolLM2 size that takes a LoRA step's peak memory from 5.2 GB to 3.3 GB.
+//! at SmolLM2 size that takes a LoRA step's peak memory from 5.2 GB to 3.3 GB. Its forward and
+//! backward products are the bulk of a LoRA step's arithmetic, so they go through OpenBLAS when
+//! the system has it (`lachesis_native::blas`), and through candle otherwise.
 
 use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Storage, Tensor, Var};
+use lachesis_native::blas::{Blas, Rhs};
 
 /// `x @ wᵀ` for a frozen `w` (out × in), differentiable in `x` only.
 struct FrozenMatmul {
@@ -18,22 +21,104 @@ impl CustomOp1 for FrozenMatmul {
     }
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            candle_core::bail!("frozen-matmul needs a contiguous input");
-        };
-        let data = &storage.as_slice::<f32>()?[start..end];
-        let x = Tensor::from_slice(data, layout.shape(), &candle_core::Device::Cpu)?;
-        let y = x.matmul(&self.weight.t()?)?;
-        let shape = y.shape().clone();
-        let (storage, _) = y.storage_and_layout();
-        match &*storage {
-            Storage::Cpu(cpu) => Ok((cpu.clone(), shape)),
-            _ => candle_core::bail!("frozen-matmul runs on the CPU only"),
+        let x = contiguous_f32(storage, layout, "frozen-matmul")?;
+        let (out_dim, in_dim) = self.weight.dims2()?;
+        let mut dims = layout.shape().dims().to_vec();
+        if dims.last() != Some(&in_dim) {
+            candle_core::bail!(
+                "frozen-matmul: input {dims:?} against a weight of {in_dim} columns"
+            );
         }
+        if let Some(dims_last) = dims.last_mut() {
+            *dims_last = out_dim;
+        }
+        let rows = x.len() / in_dim.max(1);
+        if let Some(y) = blas_product(x, &self.weight, Rhs::Transposed, (rows, out_dim, in_dim))? {
+            return Ok((CpuStorage::F32(y), Shape::from(dims)));
+        }
+        let x = Tensor::from_slice(x, layout.shape(), &candle_core::Device::Cpu)?;
+        cpu_result(x.matmul(&self.weight.t()?)?)
     }
 
     fn bwd(&self, _arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(grad_res.matmul(&self.weight)?))
+        let grad = grad_res
+            .contiguous()?
+            .apply_op1_no_bwd(&FrozenMatmulInput {
+                weight: self.weight.clone(),
+            })?;
+        Ok(Some(grad))
+    }
+}
+
+/// `g @ w` for a frozen `w` (out × in): the input gradient of [`FrozenMatmul`], never itself
+/// differentiated.
+struct FrozenMatmulInput {
+    weight: Tensor,
+}
+
+impl CustomOp1 for FrozenMatmulInput {
+    fn name(&self) -> &'static str {
+        "frozen-matmul-input-gradient"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let g = contiguous_f32(storage, layout, "frozen-matmul-input-gradient")?;
+        let (out_dim, in_dim) = self.weight.dims2()?;
+        let mut dims = layout.shape().dims().to_vec();
+        if dims.last() != Some(&out_dim) {
+            candle_core::bail!(
+                "frozen-matmul gradient {dims:?} against a weight of {out_dim} rows"
+            );
+        }
+        if let Some(dims_last) = dims.last_mut() {
+            *dims_last = in_dim;
+        }
+        let rows = g.len() / out_dim.max(1);
+        if let Some(y) = blas_product(g, &self.weight, Rhs::AsStored, (rows, in_dim, out_dim))? {
+            return Ok((CpuStorage::F32(y), Shape::from(dims)));
+        }
+        let g = Tensor::from_slice(g, layout.shape(), &candle_core::Device::Cpu)?;
+        cpu_result(g.matmul(&self.weight)?)
+    }
+}
+
+fn contiguous_f32<'a>(storage: &'a CpuStorage, layout: &Layout, op: &str) -> Result<&'a [f32]> {
+    let Some((start, end)) = layout.contiguous_offsets() else {
+        candle_core::bail!("{op} needs a contiguous input");
+    };
+    Ok(&storage.as_slice::<f32>()?[start..end])
+}
+
+/// `lhs · weight` (or `· weightᵀ`) through OpenBLAS, when the system has it and the weight is a
+/// contiguous f32 tensor; `None` leaves the product to candle.
+fn blas_product(
+    lhs: &[f32],
+    weight: &Tensor,
+    rhs: Rhs,
+    dims: (usize, usize, usize),
+) -> Result<Option<Vec<f32>>> {
+    let Some(blas) = Blas::get() else {
+        return Ok(None);
+    };
+    let (storage, layout) = weight.storage_and_layout();
+    let (Storage::Cpu(cpu), Some((start, end))) = (&*storage, layout.contiguous_offsets()) else {
+        return Ok(None);
+    };
+    let Ok(w) = cpu.as_slice::<f32>() else {
+        return Ok(None);
+    };
+    let mut out = vec![0.0; dims.0 * dims.1];
+    blas.sgemm(lhs, &w[start..end], rhs, &mut out, dims)
+        .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+    Ok(Some(out))
+}
+
+fn cpu_result(y: Tensor) -> Result<(CpuStorage, Shape)> {
+    let shape = y.shape().clone();
+    let (storage, _) = y.storage_and_layout();
+    match &*storage {
+        Storage::Cpu(cpu) => Ok((cpu.clone(), shape)),
+        _ => candle_core::bail!("frozen-matmul runs on the CPU only"),
     }
 }
 

@@ -10,7 +10,7 @@
 //! probability has risen above 1+ε (r > 1+ε has zero gradient) — the opposite of the trust
 //! region. The tests below pin both cases.
 
-use candle_core::{D, DType, Result, Tensor};
+use candle_core::{DType, Result, Tensor};
 
 /// Which average turns token losses into the step's loss.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -64,18 +64,16 @@ impl Default for LossConfig {
     }
 }
 
-/// One micro-batch, every tensor (batch × positions) except `inv_temperature` (batch).
-/// Position t holds the prediction of token t+1 of the sequence.
+/// One micro-batch, every tensor (batch × positions). Position t holds the prediction of token
+/// t+1 of the sequence.
 pub struct LossInputs<'a> {
-    pub logits: &'a Tensor,
-    /// The token each position predicts (u32).
-    pub targets: &'a Tensor,
+    /// The trained policy's logprob of each target ([`target_logprobs`]), differentiable.
+    pub logprobs: &'a Tensor,
     /// 1.0 where the token is trained (a completion token), 0.0 elsewhere.
     pub mask: &'a Tensor,
     /// The sampling engine's logprob of each target (the behaviour policy).
     pub old_logprobs: &'a Tensor,
     pub advantages: &'a Tensor,
-    pub inv_temperature: &'a Tensor,
     /// Logprobs of the targets under the reference model, for the KL penalty.
     pub ref_logprobs: Option<&'a Tensor>,
 }
@@ -99,17 +97,7 @@ pub struct LossStats {
     pub logp_sum: f64,
 }
 
-/// The log-probability of each target under `logits / temperature`, (batch × positions).
-pub fn target_logprobs(
-    logits: &Tensor,
-    targets: &Tensor,
-    inv_temperature: &Tensor,
-) -> Result<Tensor> {
-    let scaled = logits.broadcast_mul(&inv_temperature.reshape(((), 1, 1))?)?;
-    let logp = candle_nn::ops::log_softmax(&scaled, D::Minus1)?;
-    logp.gather(&targets.unsqueeze(2)?.contiguous()?, 2)?
-        .squeeze(2)
-}
+pub use crate::fused::target_logprobs;
 
 /// This micro-batch's share of the step's loss (a scalar) and its statistics.
 pub fn grpo_loss(
@@ -118,7 +106,7 @@ pub fn grpo_loss(
     totals: StepTotals,
 ) -> Result<(Tensor, LossStats)> {
     let mask = input.mask;
-    let logp = target_logprobs(input.logits, input.targets, input.inv_temperature)?;
+    let logp = input.logprobs.clone();
     // Masked positions get a log-ratio of 0 (ratio 1): their placeholder logprobs (atroposlib
     // writes 1.0 over the prompt) must not overflow exp() into inf · 0 = NaN.
     let log_ratio = ((&logp - input.old_logprobs)? * mask)?;

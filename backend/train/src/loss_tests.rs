@@ -10,11 +10,10 @@ type Token = (f32, f32, bool);
 
 struct Case {
     logits: Var,
-    targets: Tensor,
+    logprobs: Tensor,
     mask: Tensor,
     old: Tensor,
     adv: Tensor,
-    inv_t: Tensor,
 }
 
 fn case(rows: &[&[Token]]) -> Case {
@@ -28,25 +27,25 @@ fn case(rows: &[&[Token]]) -> Case {
         adv.push(a);
     }
     let cpu = &Device::Cpu;
+    let logits = Var::zeros((b, t, 2), DType::F32, cpu).unwrap();
+    let targets = Tensor::zeros((b, t), DType::U32, cpu).unwrap();
+    let inv_t = Tensor::ones(b, DType::F32, cpu).unwrap();
     Case {
-        logits: Var::zeros((b, t, 2), DType::F32, cpu).unwrap(),
-        targets: Tensor::zeros((b, t), DType::U32, cpu).unwrap(),
+        logprobs: target_logprobs(logits.as_tensor(), &targets, &inv_t).unwrap(),
+        logits,
         mask: Tensor::from_vec(mask, (b, t), cpu).unwrap(),
         old: Tensor::from_vec(old, (b, t), cpu).unwrap(),
         adv: Tensor::from_vec(adv, (b, t), cpu).unwrap(),
-        inv_t: Tensor::ones(b, DType::F32, cpu).unwrap(),
     }
 }
 
 impl Case {
     fn inputs(&self) -> LossInputs<'_> {
         LossInputs {
-            logits: self.logits.as_tensor(),
-            targets: &self.targets,
+            logprobs: &self.logprobs,
             mask: &self.mask,
             old_logprobs: &self.old,
             advantages: &self.adv,
-            inv_temperature: &self.inv_t,
             ref_logprobs: None,
         }
     }

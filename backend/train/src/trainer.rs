@@ -145,17 +145,16 @@ impl Trainer {
         for chunk in rows.chunks(self.config.micro_batch) {
             let batch = collate(chunk)?;
             let logits = self.model.forward_from(&batch.inputs, batch.start, true)?;
-            let own = target_logprobs(&logits.detach(), &batch.targets, &batch.inv_temperature)?;
+            let logprobs = target_logprobs(&logits, &batch.targets, &batch.inv_temperature)?;
+            let own = logprobs.detach();
             let keep = batch.has_old.broadcast_as(own.shape())?;
             let old = ((&batch.old * &keep)? + (own * (1.0 - &keep)?)?)?;
             let reference = self.reference_logprobs(&batch)?;
             let inputs = LossInputs {
-                logits: &logits,
-                targets: &batch.targets,
+                logprobs: &logprobs,
                 mask: &batch.mask,
                 old_logprobs: &old,
                 advantages: &batch.advantages,
-                inv_temperature: &batch.inv_temperature,
                 ref_logprobs: reference.as_ref(),
             };
             let (loss, micro_stats) = grpo_loss(&inputs, &self.config.loss, totals)?;
