@@ -57,3 +57,6 @@ measure "small (h256 L4 v4096, 8x128)" --vocab 4096 --hidden 256 --intermediate 
     --heads 8 --kv-heads 4 --batch 8 --seq 128 --steps 5
 measure "small LoRA r8 q,v" --vocab 4096 --hidden 256 --intermediate 1024 --layers 4 \
     --heads 8 --kv-heads 4 --batch 8 --seq 128 --steps 5 --lora-rank 8
+# SmolLM2-135M's own shape (the model `make learn` trains), LoRA r=8 on q and v, 16 x 128.
+measure "SmolLM2-135M LoRA r8, 16x128" --vocab 49152 --hidden 576 --intermediate 1536 --layers 30 \
+    --heads 9 --kv-heads 3 --batch 16 --seq 128 --steps 2 --lora-rank 8

@@ -134,6 +134,8 @@ enum BenchCommand {
 }
 
 fn main() -> anyhow::Result<()> {
+    // Before any thread starts: OpenBLAS (training's matrix products) reads it when loaded.
+    lachesis_native::blas::quiet_idle_workers();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

@@ -1,13 +1,13 @@
 //! A llama whose every parameter gets a gradient, with Hugging Face's parameter names.
 //!
 //! candle-transformers' llama trains only `lm_head` (its RMSNorm, rotary and KV-cache ops have no
-//! backward), so this model is written from differentiable ops only: RMSNorm as
-//! `x / sqrt(mean(x²) + eps) · w`, rotate-half rotary (`rope_slow`), an additive causal mask with
-//! `softmax`, repeated KV heads, SwiGLU. It returns logits at every position, which GRPO needs.
+//! backward), so this model is written from differentiable ops only: RMSNorm, the causal softmax
+//! and SwiGLU as fused kernels with their own backward (`crate::fused`), rotate-half rotary
+//! (`rope_slow`), repeated KV heads. It returns logits at every position, which GRPO needs.
 
 use std::collections::HashMap;
 
-use candle_core::{D, DType, Device, Tensor, Var};
+use candle_core::{DType, Device, Tensor, Var};
 
 type Result<T, E = candle_core::Error> = std::result::Result<T, E>;
 use rand::rngs::StdRng;
@@ -15,6 +15,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::TrainError;
 use crate::config::LlamaConfig;
+use crate::fused::{self, rms_norm};
 use crate::linear::{Linear, LoraPair, Weight};
 
 /// LoRA settings, PEFT's names: `r`, `lora_alpha`, `target_modules` (projection names such as
@@ -277,15 +278,13 @@ impl TrainLlama {
         }
         let eps = self.config.rms_norm_eps;
         let mut x = self.embed.tensor().embedding(&tokens.flatten_all()?)?;
-        let mask = causal_mask(seq)?;
         for block in &self.blocks {
             let h = rms_norm(&x, block.input_norm.tensor(), eps)?;
-            let attended = self.attention(block, &h, batch, seq, &mask, adapters)?;
+            let attended = self.attention(block, &h, batch, seq, adapters)?;
             x = (x + attended)?;
             let h = rms_norm(&x, block.post_norm.tensor(), eps)?;
             let p = &block.projections;
-            let gated = (candle_nn::ops::silu(&p[4].forward(&h, adapters)?)?
-                * p[5].forward(&h, adapters)?)?;
+            let gated = fused::swiglu(&p[4].forward(&h, adapters)?, &p[5].forward(&h, adapters)?)?;
             x = (x + p[6].forward(&gated, adapters)?)?;
         }
         let kept = seq - start;
@@ -317,7 +316,6 @@ impl TrainLlama {
         x: &Tensor,
         batch: usize,
         seq: usize,
-        mask: &Tensor,
         adapters: bool,
     ) -> Result<Tensor> {
         let c = &self.config;
@@ -337,8 +335,7 @@ impl TrainLlama {
         let k = candle_nn::rotary_emb::rope_slow(&k, &cos, &sin)?;
         let k = repeat_kv(k, heads / kv_heads)?;
         let v = repeat_kv(v, heads / kv_heads)?;
-        let scores = (q.matmul(&k.t()?)? / (head_dim as f64).sqrt())?;
-        let weights = candle_nn::ops::softmax(&scores.broadcast_add(mask)?, D::Minus1)?;
+        let weights = fused::causal_softmax(&q.matmul(&k.t()?)?, 1.0 / (head_dim as f64).sqrt())?;
         let y = weights.matmul(&v)?;
         let y = y
             .transpose(1, 2)?
@@ -395,20 +392,6 @@ impl TrainLlama {
         }
         Ok(())
     }
-}
-
-fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Result<Tensor> {
-    let mean_square = x.sqr()?.mean_keepdim(D::Minus1)?;
-    x.broadcast_div(&(mean_square + eps)?.sqrt()?)?
-        .broadcast_mul(weight)
-}
-
-/// 0 on and below the diagonal, −∞ above: position i attends to positions ≤ i.
-fn causal_mask(seq: usize) -> Result<Tensor> {
-    let data: Vec<f32> = (0..seq)
-        .flat_map(|i| (0..seq).map(move |j| if j <= i { 0.0 } else { f32::NEG_INFINITY }))
-        .collect();
-    Tensor::from_vec(data, (seq, seq), &Device::Cpu)
 }
 
 /// Each key/value head repeated for the query heads that share it (HF's `repeat_kv`).

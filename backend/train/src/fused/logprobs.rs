@@ -1,11 +1,12 @@
-//! Fused CPU kernels with their own backward passes, for the steps where candle's composed ops
-//! make one full pass over memory per elementary operation.
+//! The trained policy's logprob of each target, fused.
 //!
-//! [`target_logprobs`] is the largest: a SmolLM2 micro-batch's logits are 16 × 64 × 49,152
+//! The largest of the fused kernels: a SmolLM2 micro-batch's logits are 16 × 64 × 49,152
 //! floats (200 MB), and `log_softmax` then `gather`, with their backward, read and write them a
 //! dozen times. Fused, the forward reads them twice and the backward writes the gradient once.
 
 use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
+
+use super::{slice, with_slice};
 use rayon::prelude::*;
 
 /// The log-probability of each target under `logits · inv_temperature` (per sequence), as
@@ -55,20 +56,13 @@ fn log_sum_exp(row: &[f32], t: f32) -> f32 {
     max + sum.ln()
 }
 
-fn slice<'a>(storage: &'a CpuStorage, layout: &Layout) -> Result<&'a [f32]> {
-    let Some((start, end)) = layout.contiguous_offsets() else {
-        candle_core::bail!("target-logprobs needs contiguous logits");
-    };
-    Ok(&storage.as_slice::<f32>()?[start..end])
-}
-
 impl CustomOp1 for TargetLogprobs {
     fn name(&self) -> &'static str {
         "target-logprobs"
     }
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let logits = slice(storage, layout)?;
+        let logits = slice(storage, layout, self.name())?;
         let dims = layout.shape().dims();
         let vocab = dims[dims.len() - 1];
         let out: Vec<f32> = logits
@@ -88,29 +82,26 @@ impl CustomOp1 for TargetLogprobs {
         let logp: Vec<f32> = res.flatten_all()?.to_vec1()?;
         let upstream: Vec<f32> = grad_res.flatten_all()?.to_vec1()?;
         let vocab = arg.dim(candle_core::D::Minus1)?;
-        let (storage, layout) = arg.storage_and_layout();
-        let candle_core::Storage::Cpu(cpu) = &*storage else {
-            candle_core::bail!("target-logprobs runs on the CPU only");
-        };
-        let logits = slice(cpu, layout)?;
-        let mut grad = vec![0.0f32; logits.len()];
-        grad.par_chunks_mut(vocab)
-            .zip(logits.par_chunks(vocab))
-            .enumerate()
-            .for_each(|(row, (g, x))| {
-                let t = self.row_scale(row);
-                let target = self.targets[row] as usize;
-                let lse = x[target] * t - logp[row];
-                let scale = upstream[row] * t;
-                if scale == 0.0 {
-                    return;
-                }
-                for (gj, &xj) in g.iter_mut().zip(x) {
-                    *gj = -scale * (xj * t - lse).exp();
-                }
-                g[target] += scale;
-            });
-        drop(storage);
+        let grad = with_slice(arg, self.name(), |logits| {
+            let mut grad = vec![0.0f32; logits.len()];
+            grad.par_chunks_mut(vocab)
+                .zip(logits.par_chunks(vocab))
+                .enumerate()
+                .for_each(|(row, (g, x))| {
+                    let t = self.row_scale(row);
+                    let target = self.targets[row] as usize;
+                    let lse = x[target] * t - logp[row];
+                    let scale = upstream[row] * t;
+                    if scale == 0.0 {
+                        return;
+                    }
+                    for (gj, &xj) in g.iter_mut().zip(x) {
+                        *gj = -scale * (xj * t - lse).exp();
+                    }
+                    g[target] += scale;
+                });
+            grad
+        })?;
         Ok(Some(Tensor::from_vec(grad, arg.shape(), arg.device())?))
     }
 }
