@@ -16,7 +16,7 @@ export LACHESIS_PG_PORT
 
 LEARN_ARGS ?=
 
-.PHONY: run learn test drills sqlx-prepare bench bench-generate bench-fanout bench-mcp bench-protein bench-arena bench-physics bench-viewer bench-ledger bench-pay-to-play bench-abuse tools frontend pg-start pg-stop
+.PHONY: run learn bench-learn test drills sqlx-prepare bench bench-generate bench-fanout bench-mcp bench-protein bench-arena bench-physics bench-viewer bench-ledger bench-pay-to-play bench-abuse tools frontend pg-start pg-stop
 
 run:
 	exec scripts/run.sh
@@ -68,6 +68,11 @@ bench-physics:
 # The spatial viewer's frame rate with 500 objects in headless Chromium.
 bench-viewer:
 	scripts/bench-viewer.sh
+
+# GRPO with LoRA on SmolLM2-135M against arithmetic, its held-out score every few steps, for 3
+# seeds (SEEDS, STEPS, EVAL_INTERVAL: see the script). Not CI: about 15 minutes a seed.
+bench-learn:
+	scripts/bench-learn.sh
 
 # Trunk, wasm-bindgen-cli, the wasm32 target and npm's binaryen, each only when missing.
 tools:

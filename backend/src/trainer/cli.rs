@@ -15,6 +15,7 @@ use lachesis_train::{
 use tokio::sync::watch;
 
 use super::demo::{DemoOptions, run_demo};
+use super::held_out::HeldOut;
 use super::sync::{RemoteReload, VllmLora, VllmRestart};
 use super::{LoopConfig, TrainLoop, WeightSync};
 use crate::config::ServeConfig;
@@ -135,6 +136,11 @@ pub struct RunArgs {
     pub vllm_args: String,
     #[arg(long, default_value = "lachesis")]
     pub lora_name: String,
+    /// Evaluate each `--env` environment on its held-out set before the first step and every N
+    /// steps (0: never), printing `eval step S ENV: ...` and charting `ENV:eval/...` on the run's
+    /// dashboard.
+    #[arg(long, default_value_t = 0)]
+    pub eval_interval: usize,
     #[arg(long, default_value_t = 600)]
     pub vllm_startup_seconds: u64,
 }
@@ -318,7 +324,11 @@ async fn train(args: RunArgs) -> anyhow::Result<()> {
         batch_timeout: Duration::from_secs(1800),
         base_model: args.model.display().to_string(),
     };
+    let held_out = HeldOut::new(&args.envs, engine.as_ref(), args.eval_interval)?;
     let mut train = TrainLoop::connect(&api, trainer, sync, Some(tokenizer), loop_config).await?;
+    if let Some(held_out) = &held_out {
+        held_out.run(train.step_count(), &train).await?;
+    }
     let (stop, stopped) = watch::channel(false);
     let envs = spawn_envs(&args, &api, engine.as_ref(), &stopped)?;
     while let Some(o) = train.next_step().await? {
@@ -337,6 +347,9 @@ async fn train(args: RunArgs) -> anyhow::Result<()> {
             o.sync_seconds,
             o.weight_version,
         );
+        if let Some(held_out) = held_out.as_ref().filter(|h| h.due(o.step)) {
+            held_out.run(o.step, &train).await?;
+        }
     }
     let _ = stop.send(true);
     for handle in envs {

@@ -7,6 +7,7 @@
 pub mod bench;
 pub mod cli;
 pub mod demo;
+mod held_out;
 pub mod sync;
 
 #[cfg(test)]
@@ -249,9 +250,15 @@ impl TrainLoop {
         if let Some(oldest) = outcome.batch_versions.first() {
             values.insert("staleness".into(), (outcome.weight_version - oldest) as f64);
         }
+        self.report_values(outcome.step, values).await;
+    }
+
+    /// Named figures for `step` on the run's dashboard (one chart per name); non-finite values
+    /// are dropped. A failure to report is logged, never fatal to training.
+    pub async fn report_values(&self, step: usize, mut values: std::collections::BTreeMap<String, f64>) {
         values.retain(|_, v| v.is_finite());
         let report = TrainerReport {
-            step: outcome.step as i64,
+            step: step as i64,
             values,
         };
         if let Err(e) = self.client.trainer_metrics(&report).await {

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# `make bench-learn`: does a real model learn here? GRPO with LoRA (r=8 on q and v) on
+# SmolLM2-135M-Instruct against the `arithmetic` environment, in one process: a private
+# PostgreSQL, the trajectory API served inside `lachesis train run`, rollouts from the embedded
+# engine that the trainer swaps its weights into after every step. Before the first step and
+# every EVAL_INTERVAL steps the run answers arithmetic's held-out set (EVAL_SIZE fixed problems,
+# never drawn for training, greedy) and prints `eval step S arithmetic: ... eval/mean_score X`.
+# The same figures are charted on the run's dashboard (`arithmetic:eval/mean_score`).
+#
+# One run per seed in SEEDS (default "1 2 3"), STEPS steps each (default 40); at the end, the
+# held-out mean score by step for each seed and their mean. ENV_SETTINGS overrides the task
+# (default: one worked example, so the model starts knowing the answer format and learning is
+# about the answers). Not run by CI: about 15 minutes per seed on 2 cores.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+cd "$LACHESIS_REPO"
+
+MODEL=$(scripts/ensure-model.sh)
+# shellcheck source=scripts/bench-setup.sh
+source scripts/bench-setup.sh
+
+SEEDS=${SEEDS:-"1 2 3"}
+STEPS=${STEPS:-40}
+EVAL_INTERVAL=${EVAL_INTERVAL:-10}
+EVAL_SIZE=${EVAL_SIZE:-64}
+ENV_SETTINGS=${ENV_SETTINGS:-'"examples": 1'}
+
+for seed in $SEEDS; do
+    echo "== seed $seed: $STEPS steps, held-out evaluation every $EVAL_INTERVAL"
+    started=$(date +%s)
+    DATABASE_URL=$database_url RUST_LOG=${RUST_LOG:-warn} "$bin" train run \
+        --model "$MODEL" --run "learn-seed-$seed" --steps "$STEPS" \
+        --lora-rank 8 --lora-alpha 16 --lora-targets q_proj,v_proj \
+        --lr 2e-4 --batch-size 16 --micro-batch 8 --max-token-len 512 \
+        --env "arithmetic:{\"group_size\": 8, \"max_tokens\": 64, \"seed\": $seed, \"settings\": {\"eval_size\": $EVAL_SIZE, $ENV_SETTINGS}}" \
+        --eval-interval "$EVAL_INTERVAL" --sync embedded | tee "$work/seed-$seed.log"
+    echo "seed $seed took $(( ($(date +%s) - started) / 60 )) min"
+done
+
+echo
+echo "held-out mean score (arithmetic, $EVAL_SIZE problems, greedy) by step"
+python3 - "$work" $SEEDS <<'PY'
+import re, sys
+work, seeds = sys.argv[1], sys.argv[2:]
+curves = {}
+for seed in seeds:
+    for line in open(f"{work}/seed-{seed}.log"):
+        m = re.match(r"eval step +(\d+) arithmetic: .*eval/mean_score ([0-9.]+)", line)
+        if m:
+            curves.setdefault(int(m.group(1)), {})[seed] = float(m.group(2))
+print("step  " + "  ".join(f"seed {s:>3}" for s in seeds) + "     mean")
+for step in sorted(curves):
+    row = curves[step]
+    cells = "  ".join(f"{row[s]:8.3f}" if s in row else "       -" for s in seeds)
+    mean = sum(row.values()) / len(row)
+    print(f"{step:4d}  {cells}  {mean:7.3f}")
+first, last = min(curves), max(curves)
+gain = sum(curves[last].values()) / len(curves[last]) - sum(curves[first].values()) / len(curves[first])
+print(f"mean held-out score {first} -> {last}: {gain:+.3f}")
+PY
