@@ -34,10 +34,16 @@ impl HeldOut {
         if specs.is_empty() {
             anyhow::bail!("--eval-interval evaluates the run's --env environments; none is given");
         }
-        let engine = engine.context("--eval-interval needs --sync embedded (the trained engine)")?;
+        let engine =
+            engine.context("--eval-interval needs --sync embedded (the trained engine)")?;
         let envs = specs
             .iter()
-            .map(|spec| Ok((spec.name.clone(), crate::envs::build(&spec.name, &spec.options)?)))
+            .map(|spec| {
+                Ok((
+                    spec.name.clone(),
+                    crate::envs::build(&spec.name, &spec.options)?,
+                ))
+            })
             .collect::<anyhow::Result<_>>()?;
         Ok(Some(Self {
             envs,
@@ -89,6 +95,9 @@ mod tests {
         assert!(no_envs.to_string().contains("--env"), "{no_envs}");
         let spec: EnvSpec = "arithmetic".parse().unwrap();
         let no_engine = HeldOut::new(&[spec], None, 5).err().unwrap();
-        assert!(no_engine.to_string().contains("--sync embedded"), "{no_engine}");
+        assert!(
+            no_engine.to_string().contains("--sync embedded"),
+            "{no_engine}"
+        );
     }
 }

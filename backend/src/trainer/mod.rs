@@ -255,7 +255,11 @@ impl TrainLoop {
 
     /// Named figures for `step` on the run's dashboard (one chart per name); non-finite values
     /// are dropped. A failure to report is logged, never fatal to training.
-    pub async fn report_values(&self, step: usize, mut values: std::collections::BTreeMap<String, f64>) {
+    pub async fn report_values(
+        &self,
+        step: usize,
+        mut values: std::collections::BTreeMap<String, f64>,
+    ) {
         values.retain(|_, v| v.is_finite());
         let report = TrainerReport {
             step: step as i64,

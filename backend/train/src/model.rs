@@ -333,11 +333,15 @@ impl TrainLlama {
         let sin = self.sin.narrow(0, 0, seq)?;
         let q = candle_nn::rotary_emb::rope_slow(&q, &cos, &sin)?;
         let k = candle_nn::rotary_emb::rope_slow(&k, &cos, &sin)?;
-        let k = repeat_kv(k, heads / kv_heads)?;
-        let v = repeat_kv(v, heads / kv_heads)?;
+        // The query heads that share a key/value head are adjacent (HF's `repeat_kv` order), so
+        // each group is one (group · seq) × head_dim block against its key/value head: no copies
+        // of the keys and values, and fewer, larger products.
+        let group = heads / kv_heads;
+        let q = q.reshape((batch, kv_heads, group * seq, head_dim))?;
         let weights = fused::causal_softmax(&q.matmul(&k.t()?)?, 1.0 / (head_dim as f64).sqrt())?;
         let y = weights.matmul(&v)?;
         let y = y
+            .reshape((batch, heads, seq, head_dim))?
             .transpose(1, 2)?
             .reshape((batch * seq, heads * head_dim))?;
         p[3].forward(&y, adapters)
@@ -392,15 +396,6 @@ impl TrainLlama {
         }
         Ok(())
     }
-}
-
-/// Each key/value head repeated for the query heads that share it (HF's `repeat_kv`).
-fn repeat_kv(x: Tensor, n: usize) -> Result<Tensor> {
-    if n == 1 {
-        return Ok(x);
-    }
-    let (b, kv, seq, d) = x.dims4()?;
-    Tensor::cat(&vec![&x; n], 2)?.reshape((b, kv * n, seq, d))
 }
 
 fn rotary_tables(config: &LlamaConfig) -> Result<(Tensor, Tensor)> {

@@ -6,12 +6,18 @@ use rayon::prelude::*;
 
 use super::{slice, with_slice};
 
-/// Attention weights from raw scores (… × seq × seq): row i is a softmax over columns 0..=i of
-/// `scores · scale`, and 0 after. Differentiable in `scores`.
+/// Attention weights from raw scores (… × rows × seq), rows a multiple of seq (the queries of
+/// several heads sharing one key/value head, stacked): row r is the query at position
+/// i = r mod seq, a softmax over columns 0..=i of `scores · scale`, and 0 after.
+/// Differentiable in `scores`.
 pub fn causal_softmax(scores: &Tensor, scale: f64) -> Result<Tensor> {
     let dims = scores.dims();
-    if dims.len() < 2 || dims[dims.len() - 1] != dims[dims.len() - 2] {
-        candle_core::bail!("causal-softmax: scores {dims:?} are not square in their last two");
+    let square = dims.len() >= 2 && {
+        let (rows, seq) = (dims[dims.len() - 2], dims[dims.len() - 1]);
+        seq > 0 && rows % seq == 0
+    };
+    if !square {
+        candle_core::bail!("causal-softmax: scores {dims:?} do not stack whole seq × seq blocks");
     }
     scores.contiguous()?.apply_op1(CausalSoftmax {
         scale: scale as f32,
@@ -31,7 +37,7 @@ impl CustomOp1 for CausalSoftmax {
         let scores = slice(storage, layout, self.name())?;
         let seq = layout.shape().dims()[layout.shape().rank() - 1];
         let mut out = vec![0.0f32; scores.len()];
-        // One task per query matrix (seq × seq): rows of one matrix share their position index.
+        // One task per seq × seq block, whose row i is the query at position i.
         out.par_chunks_mut(seq * seq)
             .zip(scores.par_chunks(seq * seq))
             .for_each(|(y, s)| {
@@ -80,7 +86,7 @@ impl CustomOp1 for CausalSoftmax {
 mod tests {
     use candle_core::{D, Device, Var};
 
-    use super::super::{max_diff, wave};
+    use super::super::{assert_same_op, wave};
     use super::*;
 
     /// The composed reference: scale, add the −∞ mask above the diagonal, softmax.
@@ -106,34 +112,35 @@ mod tests {
             Tensor::from_vec(wave(b * h * seq * seq, 0.31, 1.0), (b, h, seq, seq), cpu).unwrap();
         let fused = causal_softmax(scores.as_tensor(), 0.125).unwrap();
         let reference = composed(scores.as_tensor(), 0.125, seq);
-        assert!(max_diff(&fused, &reference) < 1e-6);
-        let gf = (&fused * &upstream)
-            .unwrap()
-            .sum_all()
-            .unwrap()
-            .backward()
-            .unwrap();
-        let gr = (&reference * &upstream)
-            .unwrap()
-            .sum_all()
-            .unwrap()
-            .backward()
-            .unwrap();
-        let (a, r) = (
-            gf.get(scores.as_tensor()).unwrap(),
-            gr.get(scores.as_tensor()).unwrap(),
-        );
-        assert!(
-            max_diff(a, r) < 1e-6,
-            "gradient differs by {}",
-            max_diff(a, r)
-        );
+        assert_same_op((&fused, &reference), &upstream, &[&scores], (1e-6, 1e-6));
     }
 
     #[test]
-    fn scores_that_are_not_square_are_an_error() {
+    fn stacked_query_heads_take_their_positions_within_each_block() {
+        let cpu = &Device::Cpu;
+        let (kv, group, seq) = (2, 3, 5);
+        let n = kv * group * seq * seq;
+        let stacked = Var::from_vec(wave(n, 0.53, 4.0), (1, kv, group * seq, seq), cpu).unwrap();
+        let upstream =
+            Tensor::from_vec(wave(n, 0.17, 1.0), (1, kv, group * seq, seq), cpu).unwrap();
+        let fused = causal_softmax(stacked.as_tensor(), 0.5).unwrap();
+        // The same scores as one square block per query head.
+        let per_head = stacked
+            .as_tensor()
+            .reshape((1, kv * group, seq, seq))
+            .unwrap();
+        let reference = composed(&per_head, 0.5, seq)
+            .reshape((1, kv, group * seq, seq))
+            .unwrap();
+        assert_same_op((&fused, &reference), &upstream, &[&stacked], (1e-6, 1e-6));
+    }
+
+    #[test]
+    fn scores_that_are_not_whole_square_blocks_are_an_error() {
         let cpu = &Device::Cpu;
         let s = Tensor::zeros((2, 3, 4), candle_core::DType::F32, cpu).unwrap();
         assert!(causal_softmax(&s, 1.0).is_err());
+        let empty = Tensor::zeros((2, 0, 0), candle_core::DType::F32, cpu).unwrap();
+        assert!(causal_softmax(&empty, 1.0).is_err());
     }
 }

@@ -110,6 +110,7 @@ impl CustomOp1 for TargetLogprobs {
 mod tests {
     use candle_core::{D, Device, Var};
 
+    use super::super::{assert_same_op, wave};
     use super::*;
 
     /// candle's composed ops, the reference: scale, log-softmax, gather.
@@ -125,26 +126,11 @@ mod tests {
             .unwrap()
     }
 
-    fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
-        (a - b)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .max(0)
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap()
-    }
-
     #[test]
     fn values_and_gradients_equal_log_softmax_then_gather() {
         let cpu = &Device::Cpu;
         let (batch, positions, vocab) = (3, 5, 37);
-        let data: Vec<f32> = (0..batch * positions * vocab)
-            .map(|i| (i as f32 * 0.731).sin() * 6.0)
-            .collect();
+        let data = wave(batch * positions * vocab, 0.731, 6.0);
         let logits = Var::from_vec(data, (batch, positions, vocab), cpu).unwrap();
         let targets: Vec<u32> = (0..batch * positions)
             .map(|i| (i * 7 % vocab) as u32)
@@ -157,29 +143,7 @@ mod tests {
 
         let fused = target_logprobs(logits.as_tensor(), &targets, &inv_t).unwrap();
         let reference = composed(logits.as_tensor(), &targets, &inv_t);
-        assert!(max_diff(&fused, &reference) < 1e-5);
-
-        let g_fused = (&fused * &weights)
-            .unwrap()
-            .sum_all()
-            .unwrap()
-            .backward()
-            .unwrap();
-        let g_ref = (&reference * &weights)
-            .unwrap()
-            .sum_all()
-            .unwrap()
-            .backward()
-            .unwrap();
-        let (a, b) = (
-            g_fused.get(logits.as_tensor()).unwrap(),
-            g_ref.get(logits.as_tensor()).unwrap(),
-        );
-        assert!(
-            max_diff(a, b) < 1e-5,
-            "gradients differ by {}",
-            max_diff(a, b)
-        );
+        assert_same_op((&fused, &reference), &weights, &[&logits], (1e-5, 1e-5));
     }
 
     #[test]

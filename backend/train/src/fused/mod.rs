@@ -48,6 +48,38 @@ fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
         .expect("same shapes")
 }
 
+/// Checks a fused op against the composed ops it replaces: values within `value_tolerance`, and
+/// the gradients of Σ output·upstream for every input within `gradient_tolerance`.
+#[cfg(test)]
+fn assert_same_op(
+    (fused, reference): (&Tensor, &Tensor),
+    upstream: &Tensor,
+    inputs: &[&candle_core::Var],
+    (value_tolerance, gradient_tolerance): (f32, f32),
+) {
+    let values = max_diff(fused, reference);
+    assert!(values < value_tolerance, "values differ by {values}");
+    let weighted = |t: &Tensor| {
+        (t * upstream)
+            .and_then(|t| t.sum_all())
+            .and_then(|t| t.backward())
+    };
+    let (of_fused, of_reference) = (weighted(fused).unwrap(), weighted(reference).unwrap());
+    for var in inputs {
+        let a = of_fused
+            .get(var.as_tensor())
+            .expect("a gradient through the fused op");
+        let b = of_reference
+            .get(var.as_tensor())
+            .expect("a gradient through the reference");
+        let gradients = max_diff(a, b);
+        assert!(
+            gradients < gradient_tolerance,
+            "gradients differ by {gradients}"
+        );
+    }
+}
+
 /// Deterministic test data in about [-scale, scale].
 #[cfg(test)]
 fn wave(n: usize, step: f32, scale: f32) -> Vec<f32> {
