@@ -26,9 +26,9 @@ pub fn keep_freed_memory() {
 }
 
 /// mimalloc's current purge delay in milliseconds (-1: never).
-pub fn purge_delay_ms() -> i64 {
+pub fn purge_delay_ms() -> c_long {
     // SAFETY: reads one entry of mimalloc's option table; no pointer is involved.
-    i64::from(unsafe { mi_option_get(MI_OPTION_PURGE_DELAY) })
+    unsafe { mi_option_get(MI_OPTION_PURGE_DELAY) }
 }
 
 #[cfg(test)]

@@ -54,7 +54,7 @@ impl HeldOut {
 
     /// Whether the evaluation runs after `step` (0: before training).
     pub fn due(&self, step: usize) -> bool {
-        step % self.interval == 0
+        step.is_multiple_of(self.interval)
     }
 
     /// Evaluates every environment, prints `eval step S ENV: metric value, …` and reports the

@@ -14,7 +14,7 @@ pub fn causal_softmax(scores: &Tensor, scale: f64) -> Result<Tensor> {
     let dims = scores.dims();
     let square = dims.len() >= 2 && {
         let (rows, seq) = (dims[dims.len() - 2], dims[dims.len() - 1]);
-        seq > 0 && rows % seq == 0
+        seq > 0 && rows.is_multiple_of(seq)
     };
     if !square {
         candle_core::bail!("causal-softmax: scores {dims:?} do not stack whole seq × seq blocks");
