@@ -10,6 +10,8 @@
 use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Storage, Tensor, Var};
 use lachesis_native::blas::{Blas, Rhs};
 
+use crate::fused::{slice, with_slice};
+
 /// `x @ wᵀ` for a frozen `w` (out × in), differentiable in `x` only.
 struct FrozenMatmul {
     weight: Tensor,
@@ -21,7 +23,7 @@ impl CustomOp1 for FrozenMatmul {
     }
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let x = contiguous_f32(storage, layout, "frozen-matmul")?;
+        let x = slice(storage, layout, "frozen-matmul")?;
         let (out_dim, in_dim) = self.weight.dims2()?;
         let mut dims = layout.shape().dims().to_vec();
         if dims.last() != Some(&in_dim) {
@@ -62,7 +64,7 @@ impl CustomOp1 for FrozenMatmulInput {
     }
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let g = contiguous_f32(storage, layout, "frozen-matmul-input-gradient")?;
+        let g = slice(storage, layout, "frozen-matmul-input-gradient")?;
         let (out_dim, in_dim) = self.weight.dims2()?;
         let mut dims = layout.shape().dims().to_vec();
         if dims.last() != Some(&out_dim) {
@@ -82,15 +84,8 @@ impl CustomOp1 for FrozenMatmulInput {
     }
 }
 
-fn contiguous_f32<'a>(storage: &'a CpuStorage, layout: &Layout, op: &str) -> Result<&'a [f32]> {
-    let Some((start, end)) = layout.contiguous_offsets() else {
-        candle_core::bail!("{op} needs a contiguous input");
-    };
-    Ok(&storage.as_slice::<f32>()?[start..end])
-}
-
-/// `lhs · weight` (or `· weightᵀ`) through OpenBLAS, when the system has it and the weight is a
-/// contiguous f32 tensor; `None` leaves the product to candle.
+/// `lhs · weight` (or `· weightᵀ`) through OpenBLAS when the system has it; `None` leaves the
+/// product to candle.
 fn blas_product(
     lhs: &[f32],
     weight: &Tensor,
@@ -100,16 +95,11 @@ fn blas_product(
     let Some(blas) = Blas::get() else {
         return Ok(None);
     };
-    let (storage, layout) = weight.storage_and_layout();
-    let (Storage::Cpu(cpu), Some((start, end))) = (&*storage, layout.contiguous_offsets()) else {
-        return Ok(None);
-    };
-    let Ok(w) = cpu.as_slice::<f32>() else {
-        return Ok(None);
-    };
     let mut out = vec![0.0; dims.0 * dims.1];
-    blas.sgemm(lhs, &w[start..end], rhs, &mut out, dims)
-        .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+    with_slice(weight, "frozen-matmul", |w| {
+        blas.sgemm(lhs, w, rhs, &mut out, dims)
+    })?
+    .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
     Ok(Some(out))
 }
 

@@ -16,7 +16,7 @@ pub use swiglu::swiglu;
 use candle_core::{CpuStorage, Layout, Result, Storage, Tensor};
 
 /// The f32 elements of a contiguous CPU tensor's storage.
-fn slice<'a>(storage: &'a CpuStorage, layout: &Layout, op: &str) -> Result<&'a [f32]> {
+pub(crate) fn slice<'a>(storage: &'a CpuStorage, layout: &Layout, op: &str) -> Result<&'a [f32]> {
     let Some((start, end)) = layout.contiguous_offsets() else {
         candle_core::bail!("{op} needs a contiguous tensor");
     };
@@ -24,7 +24,7 @@ fn slice<'a>(storage: &'a CpuStorage, layout: &Layout, op: &str) -> Result<&'a [
 }
 
 /// Runs `f` on a tensor's elements in place, copying only when the tensor is not contiguous.
-fn with_slice<R>(t: &Tensor, op: &str, f: impl FnOnce(&[f32]) -> R) -> Result<R> {
+pub(crate) fn with_slice<R>(t: &Tensor, op: &str, f: impl FnOnce(&[f32]) -> R) -> Result<R> {
     let t = t.contiguous()?;
     let (storage, layout) = t.storage_and_layout();
     let Storage::Cpu(cpu) = &*storage else {
