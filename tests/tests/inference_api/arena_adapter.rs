@@ -11,7 +11,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::app_with_model;
-use super::weights::{lora_trainer, perturb, scratch};
+use super::weights::{lora_trainer, perturb_by, scratch};
 
 pub(super) async fn as_visitor(
     app: &TestApp,
@@ -115,7 +115,9 @@ async fn a_contender_naming_an_adapter_answers_with_the_trainers_weights() {
 
     // A trainer loads its adapter under that name, as `--sync vllm-lora` does.
     let (trainer, _) = lora_trainer();
-    perturb(&trainer, 3.0);
+    // Strong enough that greedy decoding cannot stay on the base model's answer: a mild
+    // adapter can leave an answer that copies the prompt unchanged.
+    perturb_by(&trainer, 3.0, 2.0);
     let mut sync = WeightSync::VllmLora(VllmLora::new(&app.base, "policy", None));
     sync.sync(&trainer, None, &scratch("arena"), "smollm2", 1)
         .await

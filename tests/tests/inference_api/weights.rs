@@ -41,13 +41,18 @@ pub(super) fn lora_trainer() -> (Trainer, lachesis_inference::ModelTokenizer) {
 /// Moves every LoRA B matrix (zero at initialisation, so the adapter starts as the identity) to
 /// fixed pseudo-random values: what some steps of training would do, reproducibly.
 pub(super) fn perturb(trainer: &Trainer, salt: f32) {
+    perturb_by(trainer, salt, 0.25);
+}
+
+/// Sets every LoRA B matrix to pseudo-random values between `-magnitude` and `magnitude`.
+pub(super) fn perturb_by(trainer: &Trainer, salt: f32, magnitude: f32) {
     for (name, var) in trainer.model.trainable() {
         if !name.contains("lora_B") {
             continue;
         }
         let count: usize = var.dims().iter().product();
         let values: Vec<f32> = (0..count)
-            .map(|i| ((i as f32 * 12.9898 + salt).sin() * 43758.547).fract() * 0.25)
+            .map(|i| ((i as f32 * 12.9898 + salt).sin() * 43758.547).fract() * magnitude)
             .collect();
         let tensor = Tensor::from_vec(values, var.dims(), &Device::Cpu).unwrap();
         var.set(&tensor).unwrap();
