@@ -71,12 +71,12 @@ impl std::fmt::Display for BlasError {
 
 impl std::error::Error for BlasError {}
 
-/// How the second operand is read: as stored (k × n) or transposed (stored n × k).
+/// How an operand is read: as stored, or as the transpose of what is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rhs {
-    /// `b` is k × n.
+pub enum Orientation {
+    /// `a` is stored m × k, `b` k × n.
     AsStored,
-    /// `b` is stored n × k and read as its transpose.
+    /// `a` is stored k × m, `b` n × k, each read as its transpose.
     Transposed,
 }
 
@@ -93,13 +93,12 @@ impl Blas {
         })
     }
 
-    /// `c = a · b` (or `a · bᵀ`), all row-major: `a` is m × k, `b` is k × n (or n × k when
-    /// [`Rhs::Transposed`]) and `c` is m × n, overwritten.
+    /// `c = op(a) · op(b)`, all row-major: op(a) is m × k, op(b) is k × n, each stored as is or
+    /// transposed ([`Orientation`]), and `c` is m × n, overwritten.
     pub fn sgemm(
         &self,
-        a: &[f32],
-        b: &[f32],
-        rhs: Rhs,
+        (a, a_is): (&[f32], Orientation),
+        (b, b_is): (&[f32], Orientation),
         c: &mut [f32],
         (m, n, k): (usize, usize, usize),
     ) -> Result<(), BlasError> {
@@ -116,25 +115,30 @@ impl Blas {
             c.fill(0.0);
             return Ok(());
         }
-        let (trans_b, ldb) = match rhs {
-            Rhs::AsStored => (CBLAS_NO_TRANS, ni),
-            Rhs::Transposed => (CBLAS_TRANS, ki),
+        let (trans_a, lda) = match a_is {
+            Orientation::AsStored => (CBLAS_NO_TRANS, ki),
+            Orientation::Transposed => (CBLAS_TRANS, mi),
+        };
+        let (trans_b, ldb) = match b_is {
+            Orientation::AsStored => (CBLAS_NO_TRANS, ni),
+            Orientation::Transposed => (CBLAS_TRANS, ki),
         };
         // SAFETY: the three slices hold exactly m·k, k·n and m·n elements (checked above), which
-        // is what cblas_sgemm reads and writes for these row-major leading dimensions; `c` is
+        // is what cblas_sgemm reads and writes for these row-major leading dimensions (k or m
+        // for `a`, n or k for `b`, matching each operand's orientation); `c` is
         // borrowed mutably, so it does not alias `a` or `b`. The function pointer came from the
         // library's own `cblas_sgemm` symbol with this C signature.
         unsafe {
             (self.sgemm)(
                 CBLAS_ROW_MAJOR,
-                CBLAS_NO_TRANS,
+                trans_a,
                 trans_b,
                 mi,
                 ni,
                 ki,
                 1.0,
                 a.as_ptr(),
-                ki,
+                lda,
                 b.as_ptr(),
                 ldb,
                 0.0,
@@ -214,17 +218,25 @@ mod tests {
     use super::*;
 
     /// The naive triple loop, written out: the expectation is not the code under test.
-    fn naive(a: &[f32], b: &[f32], rhs: Rhs, (m, n, k): (usize, usize, usize)) -> Vec<f32> {
+    fn naive(
+        (a, a_is): (&[f32], Orientation),
+        (b, b_is): (&[f32], Orientation),
+        (m, n, k): (usize, usize, usize),
+    ) -> Vec<f32> {
         let mut c = vec![0.0; m * n];
         for i in 0..m {
             for j in 0..n {
                 c[i * n + j] = (0..k)
                     .map(|p| {
-                        let bv = match rhs {
-                            Rhs::AsStored => b[p * n + j],
-                            Rhs::Transposed => b[j * k + p],
+                        let av = match a_is {
+                            Orientation::AsStored => a[i * k + p],
+                            Orientation::Transposed => a[p * m + i],
                         };
-                        a[i * k + p] * bv
+                        let bv = match b_is {
+                            Orientation::AsStored => b[p * n + j],
+                            Orientation::Transposed => b[j * k + p],
+                        };
+                        av * bv
                     })
                     .sum();
             }
@@ -239,17 +251,24 @@ mod tests {
     }
 
     #[test]
-    fn products_equal_the_triple_loop_in_both_layouts() {
+    fn products_equal_the_triple_loop_in_every_orientation() {
         let blas = blas();
         let (m, n, k) = (7, 5, 3);
         let a: Vec<f32> = (0..m * k).map(|i| (i as f32 * 0.37).sin()).collect();
         let b: Vec<f32> = (0..k * n).map(|i| (i as f32 * 0.11).cos()).collect();
-        for rhs in [Rhs::AsStored, Rhs::Transposed] {
-            let mut c = vec![f32::NAN; m * n];
-            blas.sgemm(&a, &b, rhs, &mut c, (m, n, k)).unwrap();
-            let expected = naive(&a, &b, rhs, (m, n, k));
-            for (got, want) in c.iter().zip(&expected) {
-                assert!((got - want).abs() < 1e-5, "{got} vs {want}");
+        let both = [Orientation::AsStored, Orientation::Transposed];
+        for a_is in both {
+            for b_is in both {
+                let mut c = vec![f32::NAN; m * n];
+                blas.sgemm((&a, a_is), (&b, b_is), &mut c, (m, n, k))
+                    .unwrap();
+                let expected = naive((&a, a_is), (&b, b_is), (m, n, k));
+                for (got, want) in c.iter().zip(&expected) {
+                    assert!(
+                        (got - want).abs() < 1e-5,
+                        "{a_is:?}/{b_is:?}: {got} vs {want}"
+                    );
+                }
             }
         }
     }
@@ -269,7 +288,12 @@ mod tests {
         let blas = blas();
         let mut c = vec![0.0; 4];
         let err = blas
-            .sgemm(&[1.0; 5], &[1.0; 4], Rhs::AsStored, &mut c, (2, 2, 2))
+            .sgemm(
+                (&[1.0; 5], Orientation::AsStored),
+                (&[1.0; 4], Orientation::AsStored),
+                &mut c,
+                (2, 2, 2),
+            )
             .unwrap_err();
         assert_eq!(
             err,

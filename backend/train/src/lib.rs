@@ -14,6 +14,7 @@ pub mod linear;
 pub mod loss;
 pub mod model;
 pub mod optim;
+pub mod products;
 pub mod rows;
 pub mod tiny;
 pub mod trainer;

@@ -1,116 +1,9 @@
 //! Projections that train: a full weight (a `Var`), or a frozen weight with an optional LoRA pair.
-//!
-//! candle's matmul backward computes the gradients of both operands, even for a frozen weight that
-//! is a plain tensor (the weight-sized gradient is allocated and then dropped). [`FrozenMatmul`]
-//! is a custom op whose backward returns only dL/dx, which is what LoRA needs from the base layer;
-//! at SmolLM2 size that takes a LoRA step's peak memory from 5.2 GB to 3.3 GB. Its forward and
-//! backward products are the bulk of a LoRA step's arithmetic, so they go through OpenBLAS when
-//! the system has it (`lachesis_native::blas`), and through candle otherwise.
+//! Their products are the custom ops of [`crate::products`].
 
-use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Storage, Tensor, Var};
-use lachesis_native::blas::{Blas, Rhs};
+use candle_core::{Result, Tensor, Var};
 
-use crate::fused::{slice, with_slice};
-
-/// `x @ wᵀ` for a frozen `w` (out × in), differentiable in `x` only.
-struct FrozenMatmul {
-    weight: Tensor,
-}
-
-impl CustomOp1 for FrozenMatmul {
-    fn name(&self) -> &'static str {
-        "frozen-matmul"
-    }
-
-    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let x = slice(storage, layout, "frozen-matmul")?;
-        let (out_dim, in_dim) = self.weight.dims2()?;
-        let mut dims = layout.shape().dims().to_vec();
-        if dims.last() != Some(&in_dim) {
-            candle_core::bail!(
-                "frozen-matmul: input {dims:?} against a weight of {in_dim} columns"
-            );
-        }
-        if let Some(dims_last) = dims.last_mut() {
-            *dims_last = out_dim;
-        }
-        let rows = x.len() / in_dim.max(1);
-        if let Some(y) = blas_product(x, &self.weight, Rhs::Transposed, (rows, out_dim, in_dim))? {
-            return Ok((CpuStorage::F32(y), Shape::from(dims)));
-        }
-        let x = Tensor::from_slice(x, layout.shape(), &candle_core::Device::Cpu)?;
-        cpu_result(x.matmul(&self.weight.t()?)?)
-    }
-
-    fn bwd(&self, _arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
-        let grad = grad_res
-            .contiguous()?
-            .apply_op1_no_bwd(&FrozenMatmulInput {
-                weight: self.weight.clone(),
-            })?;
-        Ok(Some(grad))
-    }
-}
-
-/// `g @ w` for a frozen `w` (out × in): the input gradient of [`FrozenMatmul`], never itself
-/// differentiated.
-struct FrozenMatmulInput {
-    weight: Tensor,
-}
-
-impl CustomOp1 for FrozenMatmulInput {
-    fn name(&self) -> &'static str {
-        "frozen-matmul-input-gradient"
-    }
-
-    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let g = slice(storage, layout, "frozen-matmul-input-gradient")?;
-        let (out_dim, in_dim) = self.weight.dims2()?;
-        let mut dims = layout.shape().dims().to_vec();
-        if dims.last() != Some(&out_dim) {
-            candle_core::bail!(
-                "frozen-matmul gradient {dims:?} against a weight of {out_dim} rows"
-            );
-        }
-        if let Some(dims_last) = dims.last_mut() {
-            *dims_last = in_dim;
-        }
-        let rows = g.len() / out_dim.max(1);
-        if let Some(y) = blas_product(g, &self.weight, Rhs::AsStored, (rows, in_dim, out_dim))? {
-            return Ok((CpuStorage::F32(y), Shape::from(dims)));
-        }
-        let g = Tensor::from_slice(g, layout.shape(), &candle_core::Device::Cpu)?;
-        cpu_result(g.matmul(&self.weight)?)
-    }
-}
-
-/// `lhs · weight` (or `· weightᵀ`) through OpenBLAS when the system has it; `None` leaves the
-/// product to candle.
-fn blas_product(
-    lhs: &[f32],
-    weight: &Tensor,
-    rhs: Rhs,
-    dims: (usize, usize, usize),
-) -> Result<Option<Vec<f32>>> {
-    let Some(blas) = Blas::get() else {
-        return Ok(None);
-    };
-    let mut out = vec![0.0; dims.0 * dims.1];
-    with_slice(weight, "frozen-matmul", |w| {
-        blas.sgemm(lhs, w, rhs, &mut out, dims)
-    })?
-    .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
-    Ok(Some(out))
-}
-
-fn cpu_result(y: Tensor) -> Result<(CpuStorage, Shape)> {
-    let shape = y.shape().clone();
-    let (storage, _) = y.storage_and_layout();
-    match &*storage {
-        Storage::Cpu(cpu) => Ok((cpu.clone(), shape)),
-        _ => candle_core::bail!("frozen-matmul runs on the CPU only"),
-    }
-}
+use crate::products;
 
 /// A weight that the optimizer updates, or one it never touches.
 #[derive(Clone)]
@@ -148,15 +41,13 @@ impl Linear {
     /// (the reference model of a LoRA run).
     pub fn forward(&self, x: &Tensor, adapters: bool) -> Result<Tensor> {
         let base = match &self.weight {
-            Weight::Trainable(w) => x.matmul(&w.as_tensor().t()?)?,
-            Weight::Frozen(w) => x
-                .contiguous()?
-                .apply_op1(FrozenMatmul { weight: w.clone() })?,
+            Weight::Trainable(w) => products::trainable(x, w.as_tensor())?,
+            Weight::Frozen(w) => products::frozen(x, w)?,
         };
         match (&self.lora, adapters) {
             (Some(lora), true) => {
-                let low = x.matmul(&lora.a.as_tensor().t()?)?;
-                let update = low.matmul(&lora.b.as_tensor().t()?)?;
+                let low = products::trainable(x, lora.a.as_tensor())?;
+                let update = products::trainable(&low, lora.b.as_tensor())?;
                 base + (update * lora.scale)?
             }
             _ => Ok(base),
