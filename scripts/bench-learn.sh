@@ -39,7 +39,12 @@ for seed in $SEEDS; do
         --lora-rank 8 --lora-alpha 16 --lora-targets q_proj,v_proj \
         --lr "$LR" --batch-size "$BATCH_SIZE" --micro-batch 8 --max-token-len 512 \
         --env "arithmetic:{\"group_size\": 8, \"max_tokens\": $MAX_TOKENS, \"seed\": $seed, \"settings\": {\"eval_size\": $EVAL_SIZE, $ENV_SETTINGS}}" \
-        --eval-interval "$EVAL_INTERVAL" --sync embedded | tee "$work/seed-$seed.log"
+        --eval-interval "$EVAL_INTERVAL" --sync embedded |
+        while IFS= read -r line; do
+            # Each evaluation carries the minutes since the run started.
+            [[ $line == "eval step"* ]] && line="$line (at $(( ($(date +%s) - started) / 60 )) min)"
+            echo "$line"
+        done | tee "$work/seed-$seed.log"
     echo "seed $seed took $(( ($(date +%s) - started) / 60 )) min"
 done
 
@@ -51,16 +56,18 @@ work, seeds = sys.argv[1], sys.argv[2:]
 curves = {}
 for seed in seeds:
     for line in open(f"{work}/seed-{seed}.log"):
-        m = re.match(r"eval step +(\d+) arithmetic: .*eval/mean_score ([0-9.]+)", line)
+        m = re.match(r"eval step +(\d+) arithmetic: .*eval/mean_score ([0-9.]+).*\(at (\d+) min\)", line)
         if m:
-            curves.setdefault(int(m.group(1)), {})[seed] = float(m.group(2))
-print("step  " + "  ".join(f"seed {s:>3}" for s in seeds) + "     mean")
+            curves.setdefault(int(m.group(1)), {})[seed] = (float(m.group(2)), int(m.group(3)))
+print("step  " + "  ".join(f"seed {s:>3} (min)" for s in seeds) + "     mean")
 for step in sorted(curves):
     row = curves[step]
-    cells = "  ".join(f"{row[s]:8.3f}" if s in row else "       -" for s in seeds)
-    mean = sum(row.values()) / len(row)
+    cells = "  ".join(f"{row[s][0]:8.3f} ({row[s][1]:3d})" if s in row else "       -      " for s in seeds)
+    mean = sum(score for score, _ in row.values()) / len(row)
     print(f"{step:4d}  {cells}  {mean:7.3f}")
 first, last = min(curves), max(curves)
-gain = sum(curves[last].values()) / len(curves[last]) - sum(curves[first].values()) / len(curves[first])
+def mean_at(step):
+    return sum(score for score, _ in curves[step].values()) / len(curves[step])
+gain = mean_at(last) - mean_at(first)
 print(f"mean held-out score {first} -> {last}: {gain:+.3f}")
 PY
