@@ -95,24 +95,23 @@ impl CustomOp2 for Trainable {
         let g = grad_res.contiguous()?;
         let (out_dim, in_dim) = w.dims2()?;
         let rows = x.elem_count() / in_dim.max(1);
-        let dx = with_slice(&g, self.name(), |g| {
-            with_slice(w, self.name(), |w| {
+        let (dx, dw) = with_slice(&g, self.name(), |g| -> Result<_> {
+            let dx = with_slice(w, self.name(), |w| {
                 product(
                     (g, Orientation::AsStored),
                     (w, Orientation::AsStored),
                     (rows, in_dim, out_dim),
                 )
-            })
-        })???;
-        let dw = with_slice(&g, self.name(), |g| {
-            with_slice(x, self.name(), |x| {
+            })??;
+            let dw = with_slice(x, self.name(), |x| {
                 product(
                     (g, Orientation::Transposed),
                     (x, Orientation::AsStored),
                     (out_dim, in_dim, rows),
                 )
-            })
-        })???;
+            })??;
+            Ok((dx, dw))
+        })??;
         Ok((
             Some(Tensor::from_vec(dx, x.shape(), x.device())?),
             Some(Tensor::from_vec(dw, w.shape(), w.device())?),
