@@ -2,10 +2,7 @@
 # Training tokens/s of our GRPO step against PyTorch on the CPU, same shapes, same work
 # (forward, clipped-ratio loss, backward, gradient clipping, AdamW), side by side, as a ratio.
 #
-# PyTorch comes from PyPI, whose Linux wheel is built with CUDA and depends on ~12 NVIDIA packages
-# (several GB). Only the wheel itself is installed (`--no-deps`, ~540 MB download), and
-# scripts/bench-train/cuda_stubs.py writes empty stand-ins for the CUDA libraries it links, so it
-# imports and runs its CPU kernels (the stand-ins are never called on the CPU path). Not run by CI.
+# PyTorch comes from PyPI (scripts/ensure-torch-venv.sh). Not run by CI.
 #
 # Each shape runs ROUNDS times alternately (the machine is shared; the best round of each side is
 # kept). BENCH_PROFILE=debug uses the debug binary (its model and training crates are optimised).
@@ -13,21 +10,9 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$LACHESIS_REPO"
 
-VENV=$LACHESIS_REPO/.venv/torch-cpu
+VENV=$(scripts/ensure-torch-venv.sh)
 STUBS=$VENV/cuda-stubs
 ROUNDS=${ROUNDS:-3}
-if ! LD_LIBRARY_PATH=$STUBS "$VENV/bin/python" -c "import torch" 2>/dev/null; then
-    python3 -m venv "$VENV"
-    wheels=$(mktemp -d)
-    trap 'rm -rf "$wheels"' EXIT
-    "$VENV/bin/pip" download --quiet --disable-pip-version-check --no-deps -d "$wheels" torch
-    "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir --no-deps "$wheels"/torch-*.whl
-    "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir \
-        filelock typing-extensions sympy networkx jinja2 fsspec numpy
-    rm -rf "$wheels"
-    torch_lib=$("$VENV/bin/python" -c 'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("torch").origin), "lib"))')
-    "$VENV/bin/python" scripts/bench-train/cuda_stubs.py "$torch_lib" "$STUBS"
-fi
 
 profile=${BENCH_PROFILE:-release}
 if [[ $profile == release ]]; then cargo build --quiet --release -p lachesis-backend; else cargo build --quiet -p lachesis-backend; fi
