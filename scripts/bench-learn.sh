@@ -19,7 +19,7 @@
 # PyTorch and Hugging Face TRL from PyPI (scripts/bench-learn/trl_grpo.py): the same GGUF model,
 # LoRA, loss, batch and learning rate, the same held-out problems (written by `lachesis env
 # evaluate`, whose scores also check the anchor's reward), and the minutes that seed took as its
-# budget. Both curves are printed at the end.
+# budget, so it doubles the run's time. Both curves are printed at the end.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$LACHESIS_REPO"
