@@ -177,8 +177,7 @@ def main():
     if unknown:
         sys.exit(f"unknown arithmetic settings: {sorted(unknown)}")
     settings.update(given)
-    args.examples, args.format_bonus = settings["examples"], settings["format_bonus"]
-    args.max_operand, args.max_factor = settings["max_operand"], settings["max_factor"]
+    examples, format_bonus = settings["examples"], settings["format_bonus"]
     eval_temperature = settings["eval_temperature"]
     started = time.time()
     torch.set_num_threads(args.threads)
@@ -192,7 +191,7 @@ def main():
         problem = from_question(sample["question"])
         assert problem and truth(*problem) == sample["expected"], sample
         held_out.append(problem)
-        ours = score(sample.get("response", ""), sample["expected"], sample.get("finish") == "length", args.format_bonus)
+        ours = score(sample.get("response", ""), sample["expected"], sample.get("finish") == "length", format_bonus)
         agree += ours == sample["score"]
         if ours != sample["score"]:
             print(f"reward differs from Lachesis's on {sample!r}: {ours}", file=sys.stderr)
@@ -205,12 +204,12 @@ def main():
     problems = []
     while len(problems) < groups:
         op = random.choice("+-*")
-        top = args.max_factor if op == "*" else args.max_operand
+        top = settings["max_factor"] if op == "*" else settings["max_operand"]
         problem = (random.randint(0, top), op, random.randint(0, top))
         if problem not in excluded:
             problems.append(problem)
     dataset = Dataset.from_list(
-        [{"prompt": messages(a, op, b, args.examples), "expected": truth(a, op, b)} for a, op, b in problems]
+        [{"prompt": messages(a, op, b, examples), "expected": truth(a, op, b)} for a, op, b in problems]
     )
 
     directory, name = os.path.split(os.path.abspath(args.model))
@@ -227,7 +226,7 @@ def main():
     def reward(completions, completion_ids, expected, **_):
         return [
             score(text[0]["content"] if isinstance(text, list) else text, truth_value,
-                  len(ids) >= args.max_tokens and ids[-1] not in eos, args.format_bonus)
+                  len(ids) >= args.max_tokens and ids[-1] not in eos, format_bonus)
             for text, ids, truth_value in zip(completions, completion_ids, expected)
         ]
 
@@ -237,7 +236,7 @@ def main():
         total = correct = formatted = 0.0
         for at in range(0, len(held_out), 32):
             chunk = held_out[at : at + 32]
-            prompts = [tokenizer.apply_chat_template(messages(*q, args.examples), tokenize=False,
+            prompts = [tokenizer.apply_chat_template(messages(*q, examples), tokenize=False,
                                                      add_generation_prompt=True) for q in chunk]
             batch = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
             with torch.no_grad():
@@ -248,7 +247,7 @@ def main():
             for problem, ids in zip(chunk, out[:, batch["input_ids"].shape[1]:].tolist()):
                 ended = next((i for i, t in enumerate(ids) if t in eos), None)
                 text = tokenizer.decode(ids if ended is None else ids[:ended], skip_special_tokens=True)
-                value = score(text, truth(*problem), ended is None and len(ids) >= args.max_tokens, args.format_bonus)
+                value = score(text, truth(*problem), ended is None and len(ids) >= args.max_tokens, format_bonus)
                 total += value
                 correct += value >= 1.0
                 formatted += parse_answer(text) is not None
