@@ -4,6 +4,7 @@
 //! gradients.
 
 mod attention;
+pub(crate) mod binary;
 mod logprobs;
 mod norm;
 mod swiglu;
@@ -31,11 +32,6 @@ pub(crate) fn with_slice<R>(t: &Tensor, op: &str, f: impl FnOnce(&[f32]) -> R) -
         candle_core::bail!("{op} runs on the CPU only");
     };
     Ok(f(slice(cpu, layout, op)?))
-}
-
-/// A tensor's elements as a vector (contiguous copy), for the small operands of a backward pass.
-fn values(t: &Tensor) -> Result<Vec<f32>> {
-    t.flatten_all()?.to_vec1()
 }
 
 #[cfg(test)]

@@ -1,9 +1,9 @@
 //! RMSNorm, `x / sqrt(mean(x²) + eps) · w` over the last dimension, fused with its backward.
 
-use candle_core::{CpuStorage, CustomOp2, Layout, Result, Shape, Tensor};
+use candle_core::{Result, Shape, Tensor};
 use rayon::prelude::*;
 
-use super::{slice, values, with_slice};
+use super::binary::{self, BinaryKernel};
 
 /// RMSNorm of each row of `x` (… × h), scaled by `weight` (h); differentiable in both.
 pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Result<Tensor> {
@@ -11,8 +11,7 @@ pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Result<Tensor> {
     if weight.dims() != [hidden] {
         candle_core::bail!("rms-norm: weight {:?} for rows of {hidden}", weight.dims());
     }
-    x.contiguous()?
-        .apply_op2(&weight.contiguous()?, RmsNorm { eps: eps as f32 })
+    binary::apply(x, weight, RmsNorm { eps: eps as f32 })
 }
 
 struct RmsNorm {
@@ -26,20 +25,14 @@ impl RmsNorm {
     }
 }
 
-impl CustomOp2 for RmsNorm {
-    fn name(&self) -> &'static str {
-        "rms-norm"
-    }
+impl BinaryKernel for RmsNorm {
+    const NAME: &'static str = "rms-norm";
 
-    fn cpu_fwd(
+    fn forward(
         &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        let x = slice(s1, l1, self.name())?;
-        let w = slice(s2, l2, self.name())?;
+        (x, shape): (&[f32], &Shape),
+        (w, _): (&[f32], &Shape),
+    ) -> Result<(Vec<f32>, Shape)> {
         let mut out = vec![0.0f32; x.len()];
         out.par_chunks_mut(w.len())
             .zip(x.par_chunks(w.len()))
@@ -49,58 +42,46 @@ impl CustomOp2 for RmsNorm {
                     *yi = xi * r * wi;
                 }
             });
-        Ok((CpuStorage::F32(out), l1.shape().clone()))
+        Ok((out, shape.clone()))
     }
 
     /// With x̂ = x·r and u = dy·w: dx = r·(u − x̂·mean(u·x̂)), dw = Σ_rows dy·x̂.
-    fn bwd(
+    fn backward(
         &self,
-        x: &Tensor,
-        weight: &Tensor,
-        _res: &Tensor,
-        grad_res: &Tensor,
-    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let w = values(weight)?;
-        let dy = grad_res.contiguous()?;
+        (x, _): (&[f32], &Shape),
+        (w, _): (&[f32], &Shape),
+        dy: &[f32],
+    ) -> Result<(Vec<f32>, Vec<f32>)> {
         let hidden = w.len();
-        let (dx, dw) = with_slice(x, self.name(), |x| {
-            with_slice(&dy, self.name(), |dy| {
-                let mut dx = vec![0.0f32; x.len()];
-                let dw = dx
-                    .par_chunks_mut(hidden)
-                    .zip(x.par_chunks(hidden).zip(dy.par_chunks(hidden)))
-                    .fold(
-                        || vec![0.0f32; hidden],
-                        |mut dw, (dx, (row, dy))| {
-                            let r = self.inverse_rms(row);
-                            let mut dot = 0.0f32;
-                            for ((&xi, &gi), &wi) in row.iter().zip(dy).zip(&w) {
-                                dot += gi * wi * xi * r;
-                            }
-                            let mean = dot / hidden as f32;
-                            for (i, ((dxi, &xi), &gi)) in dx.iter_mut().zip(row).zip(dy).enumerate()
-                            {
-                                let x_hat = xi * r;
-                                *dxi = r * (gi * w[i] - x_hat * mean);
-                                dw[i] += gi * x_hat;
-                            }
-                            dw
-                        },
-                    )
-                    .reduce(
-                        || vec![0.0f32; hidden],
-                        |mut a, b| {
-                            a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
-                            a
-                        },
-                    );
-                (dx, dw)
-            })
-        })??;
-        Ok((
-            Some(Tensor::from_vec(dx, x.shape(), x.device())?),
-            Some(Tensor::from_vec(dw, weight.shape(), weight.device())?),
-        ))
+        let mut dx = vec![0.0f32; x.len()];
+        let dw = dx
+            .par_chunks_mut(hidden)
+            .zip(x.par_chunks(hidden).zip(dy.par_chunks(hidden)))
+            .fold(
+                || vec![0.0f32; hidden],
+                |mut dw, (dx, (row, dy))| {
+                    let r = self.inverse_rms(row);
+                    let mut dot = 0.0f32;
+                    for ((&xi, &gi), &wi) in row.iter().zip(dy).zip(w) {
+                        dot += gi * wi * xi * r;
+                    }
+                    let mean = dot / hidden as f32;
+                    for (i, ((dxi, &xi), &gi)) in dx.iter_mut().zip(row).zip(dy).enumerate() {
+                        let x_hat = xi * r;
+                        *dxi = r * (gi * w[i] - x_hat * mean);
+                        dw[i] += gi * x_hat;
+                    }
+                    dw
+                },
+            )
+            .reduce(
+                || vec![0.0f32; hidden],
+                |mut a, b| {
+                    a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
+                    a
+                },
+            );
+        Ok((dx, dw))
     }
 }
 

@@ -1,9 +1,9 @@
 //! SwiGLU's gate, `silu(gate) · up`, fused with its backward.
 
-use candle_core::{CpuStorage, CustomOp2, Layout, Result, Shape, Tensor};
+use candle_core::{Result, Shape, Tensor};
 use rayon::prelude::*;
 
-use super::{slice, with_slice};
+use super::binary::{self, BinaryKernel};
 
 /// Rows processed per parallel task: large enough to amortise the task, small enough to share
 /// a SmolLM2 micro-batch's MLP (16 × 128 × 1536) between two cores.
@@ -14,7 +14,7 @@ pub fn swiglu(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
     if gate.dims() != up.dims() {
         candle_core::bail!("swiglu: gate {:?} and up {:?}", gate.dims(), up.dims());
     }
-    gate.contiguous()?.apply_op2(&up.contiguous()?, SwiGlu)
+    binary::apply(gate, up, SwiGlu)
 }
 
 struct SwiGlu;
@@ -23,20 +23,14 @@ fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())
 }
 
-impl CustomOp2 for SwiGlu {
-    fn name(&self) -> &'static str {
-        "swiglu"
-    }
+impl BinaryKernel for SwiGlu {
+    const NAME: &'static str = "swiglu";
 
-    fn cpu_fwd(
+    fn forward(
         &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        let gate = slice(s1, l1, self.name())?;
-        let up = slice(s2, l2, self.name())?;
+        (gate, shape): (&[f32], &Shape),
+        (up, _): (&[f32], &Shape),
+    ) -> Result<(Vec<f32>, Shape)> {
         let mut out = vec![0.0f32; gate.len()];
         out.par_chunks_mut(CHUNK)
             .zip(gate.par_chunks(CHUNK).zip(up.par_chunks(CHUNK)))
@@ -45,43 +39,31 @@ impl CustomOp2 for SwiGlu {
                     *yi = gi * sigmoid(gi) * ui;
                 }
             });
-        Ok((CpuStorage::F32(out), l1.shape().clone()))
+        Ok((out, shape.clone()))
     }
 
     /// With σ = sigmoid(g): d/dg = dy·u·σ·(1 + g·(1 − σ)), d/du = dy·g·σ.
-    fn bwd(
+    fn backward(
         &self,
-        gate: &Tensor,
-        up: &Tensor,
-        _res: &Tensor,
-        grad_res: &Tensor,
-    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let dy = grad_res.contiguous()?;
-        let (d_gate, d_up) = with_slice(gate, self.name(), |g| {
-            with_slice(up, self.name(), |u| {
-                with_slice(&dy, self.name(), |dy| {
-                    let mut d_gate = vec![0.0f32; g.len()];
-                    let mut d_up = vec![0.0f32; g.len()];
-                    d_gate
-                        .par_chunks_mut(CHUNK)
-                        .zip(d_up.par_chunks_mut(CHUNK))
-                        .zip(g.par_chunks(CHUNK).zip(u.par_chunks(CHUNK)))
-                        .zip(dy.par_chunks(CHUNK))
-                        .for_each(|(((dg, du), (g, u)), dy)| {
-                            for i in 0..g.len() {
-                                let s = sigmoid(g[i]);
-                                dg[i] = dy[i] * u[i] * s * (1.0 + g[i] * (1.0 - s));
-                                du[i] = dy[i] * g[i] * s;
-                            }
-                        });
-                    (d_gate, d_up)
-                })
-            })
-        })???;
-        Ok((
-            Some(Tensor::from_vec(d_gate, gate.shape(), gate.device())?),
-            Some(Tensor::from_vec(d_up, up.shape(), up.device())?),
-        ))
+        (gate, _): (&[f32], &Shape),
+        (up, _): (&[f32], &Shape),
+        dy: &[f32],
+    ) -> Result<(Vec<f32>, Vec<f32>)> {
+        let mut d_gate = vec![0.0f32; gate.len()];
+        let mut d_up = vec![0.0f32; gate.len()];
+        d_gate
+            .par_chunks_mut(CHUNK)
+            .zip(d_up.par_chunks_mut(CHUNK))
+            .zip(gate.par_chunks(CHUNK).zip(up.par_chunks(CHUNK)))
+            .zip(dy.par_chunks(CHUNK))
+            .for_each(|(((dg, du), (g, u)), dy)| {
+                for i in 0..g.len() {
+                    let s = sigmoid(g[i]);
+                    dg[i] = dy[i] * u[i] * s * (1.0 + g[i] * (1.0 - s));
+                    du[i] = dy[i] * g[i] * s;
+                }
+            });
+        Ok((d_gate, d_up))
     }
 }
 
