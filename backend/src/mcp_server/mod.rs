@@ -33,7 +33,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 
 use crate::app::{AppError, AppState};
 use crate::auth::Viewer;
-pub use tools::{GroupsArgs, LachesisMcp, MetricsArgs, TOOL_NAMES};
+pub use tools::{LachesisMcp, RunWindowArgs, TOOL_NAMES};
 
 /// Where the server is mounted.
 pub const PATH: &str = "/mcp";

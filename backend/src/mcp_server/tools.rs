@@ -45,27 +45,16 @@ pub struct LachesisMcp {
     tool_router: ToolRouter<Self>,
 }
 
-/// `run_metrics`' arguments.
+/// The arguments of `run_metrics` and `recent_groups`: a run, and how much of its history.
 #[derive(Debug, Deserialize, Serialize, rmcp::schemars::JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
 #[serde(deny_unknown_fields)]
-pub struct MetricsArgs {
+pub struct RunWindowArgs {
     /// The run's name, as `list_runs` shows it.
     pub run: String,
-    /// The most points per series (groups, status samples, trainer reports): 1 to 1000, 100 when
+    /// `run_metrics`: the most points per series (groups, status samples, trainer reports), 1 to
+    /// 1000, 100 when absent. `recent_groups`: how many of the newest groups, 1 to 50, 10 when
     /// absent.
-    #[serde(default)]
-    pub limit: Option<i64>,
-}
-
-/// `recent_groups`' arguments.
-#[derive(Debug, Deserialize, Serialize, rmcp::schemars::JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
-#[serde(deny_unknown_fields)]
-pub struct GroupsArgs {
-    /// The run's name, as `list_runs` shows it.
-    pub run: String,
-    /// How many of the newest groups: 1 to 50, 10 when absent.
     #[serde(default)]
     pub limit: Option<i64>,
 }
@@ -156,7 +145,7 @@ impl LachesisMcp {
     async fn run_metrics(
         &self,
         Caller(viewer): Caller,
-        Parameters(args): Parameters<MetricsArgs>,
+        Parameters(args): Parameters<RunWindowArgs>,
     ) -> Result<CallToolResult, ErrorData> {
         answer(self.metrics(&viewer, args).await)
     }
@@ -169,7 +158,7 @@ impl LachesisMcp {
     async fn recent_groups(
         &self,
         Caller(viewer): Caller,
-        Parameters(args): Parameters<GroupsArgs>,
+        Parameters(args): Parameters<RunWindowArgs>,
     ) -> Result<CallToolResult, ErrorData> {
         answer(self.groups(&viewer, args).await)
     }
@@ -237,14 +226,27 @@ impl LachesisMcp {
         })
     }
 
+    /// The run, once the viewer may read it, and the limit within its bounds.
+    async fn window<'a>(
+        &self,
+        viewer: &Viewer,
+        args: &'a RunWindowArgs,
+        (default, max): (i64, i64),
+    ) -> Result<(&'a String, i64), AppError> {
+        let limit = bounded(args.limit, default, max)?;
+        crate::dashboard::readable_run(&self.state, viewer, &args.run).await?;
+        Ok((&args.run, limit))
+    }
+
     async fn metrics(
         &self,
         viewer: &Viewer,
-        args: MetricsArgs,
+        args: RunWindowArgs,
     ) -> Result<RunMetricsReport, AppError> {
-        let (state, run) = (&self.state, &args.run);
-        let limit = bounded(args.limit, DEFAULT_METRIC_POINTS, MAX_METRIC_POINTS)?;
-        crate::dashboard::readable_run(state, viewer, run).await?;
+        let state = &self.state;
+        let (run, limit) = self
+            .window(viewer, &args, (DEFAULT_METRIC_POINTS, MAX_METRIC_POINTS))
+            .await?;
         let summary = store::runs(&state.db, &TeamReach::All, Some(run))
             .await?
             .pop()
@@ -261,10 +263,11 @@ impl LachesisMcp {
         })
     }
 
-    async fn groups(&self, viewer: &Viewer, args: GroupsArgs) -> Result<RecentGroups, AppError> {
-        let (state, run) = (&self.state, &args.run);
-        let limit = bounded(args.limit, DEFAULT_RECENT_GROUPS, MAX_RECENT_GROUPS)?;
-        crate::dashboard::readable_run(state, viewer, run).await?;
+    async fn groups(&self, viewer: &Viewer, args: RunWindowArgs) -> Result<RecentGroups, AppError> {
+        let state = &self.state;
+        let (run, limit) = self
+            .window(viewer, &args, (DEFAULT_RECENT_GROUPS, MAX_RECENT_GROUPS))
+            .await?;
         let summaries = store::latest_groups(&state.db, run, None, None, limit).await?;
         Ok(RecentGroups {
             run: run.clone(),

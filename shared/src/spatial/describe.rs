@@ -30,27 +30,7 @@ pub fn describe_goal(goal: &Constraint) -> String {
             reference,
             plane,
             same,
-        } => {
-            let (positive, negative) = match plane {
-                Plane::Yz => ("x > 0", "x < 0"),
-                Plane::Xy => ("z > 0", "z < 0"),
-            };
-            let (if_pos, if_neg) = if *same {
-                (positive, negative)
-            } else {
-                (negative, positive)
-            };
-            let relation = if *same {
-                format!("the same side as {reference}")
-            } else {
-                format!("the side opposite {reference}")
-            };
-            format!(
-                "If {reference} is on the {positive} side of the {}, put {object} at {if_pos}; \
-                 otherwise put it at {if_neg} ({relation}).",
-                plane.name(),
-            )
-        }
+        } => describe_side(object, reference, *plane, *same),
         Constraint::Region {
             object,
             center,
@@ -72,6 +52,24 @@ pub fn describe_goal(goal: &Constraint) -> String {
             format!("Stack {object} on top of {support} so that it stays there.")
         }
     }
+}
+
+/// A conditional goal: which side the object must end on depends on where the reference ends.
+fn describe_side(object: &str, reference: &str, plane: Plane, same: bool) -> String {
+    let (positive, negative) = match plane {
+        Plane::Yz => ("x > 0", "x < 0"),
+        Plane::Xy => ("z > 0", "z < 0"),
+    };
+    let (if_pos, if_neg, relation) = if same {
+        (positive, negative, format!("the same side as {reference}"))
+    } else {
+        (negative, positive, format!("the side opposite {reference}"))
+    };
+    format!(
+        "If {reference} is on the {positive} side of the {}, put {object} at {if_pos}; \
+         otherwise put it at {if_neg} ({relation}).",
+        plane.name(),
+    )
 }
 
 fn describe_weighted(goal: &Goal, show_weights: bool) -> String {

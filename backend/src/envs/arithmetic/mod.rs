@@ -236,9 +236,22 @@ impl ArithmeticEnv {
         }
     }
 
+    fn request(&self, problem: &Problem, n: usize, temperature: f32) -> PolicyRequest {
+        self.config
+            .request(problem.messages(self.settings.examples), n, temperature)
+    }
+}
+
+impl Env for ArithmeticEnv {
+    const NAME: &str = NAME;
+
+    fn config(&self) -> &EnvConfig {
+        &self.config
+    }
+
     /// A training problem, never one of the evaluation set (within 64 draws: tiny operand ranges
     /// may leave nothing else).
-    fn draw(&self) -> Problem {
+    async fn next_item(&self) -> Result<Option<Item>, EnvError> {
         let held_out: HashSet<&Problem> = self.eval_set.iter().collect();
         let mut rng = self
             .rng
@@ -259,24 +272,7 @@ impl ArithmeticEnv {
                 self.settings.max_factor,
             );
         }
-        problem
-    }
-
-    fn request(&self, problem: &Problem, n: usize, temperature: f32) -> PolicyRequest {
-        self.config
-            .request(problem.messages(self.settings.examples), n, temperature)
-    }
-}
-
-impl Env for ArithmeticEnv {
-    const NAME: &str = NAME;
-
-    fn config(&self) -> &EnvConfig {
-        &self.config
-    }
-
-    async fn next_item(&self) -> Result<Option<Item>, EnvError> {
-        super::some_item(&self.draw())
+        super::some_item(&problem)
     }
 
     async fn collect(&self, item: Item, policy: &dyn Policy) -> Result<Collected, EnvError> {
