@@ -4,7 +4,7 @@
 //! so a bad row is refused by Postgres whatever wrote it.
 
 use lachesis_shared::chess::AgentRating;
-use sqlx::{PgConnection, Row};
+use sqlx::PgConnection;
 
 /// One measurement to store (the database stamps its time).
 #[derive(Debug, Clone, PartialEq)]
@@ -22,19 +22,19 @@ pub struct NewRating {
 
 /// Stores a measurement; its id.
 pub async fn insert(conn: &mut PgConnection, rating: &NewRating) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "INSERT INTO chess_ratings
              (policy_version, elo, elo_low, elo_high, games, calibration_games, sacrifice_rate)
          VALUES ($1, $2, $3, $4, $5, $6, $7)
          RETURNING id",
+        rating.policy_version,
+        rating.elo,
+        rating.elo_low,
+        rating.elo_high,
+        rating.games,
+        rating.calibration_games,
+        rating.sacrifice_rate
     )
-    .bind(rating.policy_version)
-    .bind(rating.elo)
-    .bind(rating.elo_low)
-    .bind(rating.elo_high)
-    .bind(rating.games)
-    .bind(rating.calibration_games)
-    .bind(rating.sacrifice_rate)
     .fetch_one(&mut *conn)
     .await
 }
@@ -44,25 +44,15 @@ pub async fn latest(
     conn: &mut PgConnection,
     policy_version: i64,
 ) -> Result<Option<AgentRating>, sqlx::Error> {
-    let row = sqlx::query(
-        r#"SELECT policy_version, elo, elo_low, elo_high, games::BIGINT AS games, sacrifice_rate,
-                  to_char(measured_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS measured
+    sqlx::query_as!(
+        AgentRating,
+        r#"SELECT policy_version, elo, elo_low, elo_high, games::BIGINT AS "games!", sacrifice_rate,
+                  to_char(measured_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+                      AS "measured_at!"
            FROM chess_ratings WHERE policy_version = $1
            ORDER BY measured_at DESC, id DESC LIMIT 1"#,
+        policy_version
     )
-    .bind(policy_version)
     .fetch_optional(&mut *conn)
-    .await?;
-    row.map(|row| {
-        Ok(AgentRating {
-            policy_version: row.try_get("policy_version")?,
-            elo: row.try_get("elo")?,
-            elo_low: row.try_get("elo_low")?,
-            elo_high: row.try_get("elo_high")?,
-            games: row.try_get("games")?,
-            sacrifice_rate: row.try_get("sacrifice_rate")?,
-            measured_at: row.try_get("measured")?,
-        })
-    })
-    .transpose()
+    .await
 }
