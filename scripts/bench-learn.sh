@@ -13,7 +13,9 @@
 # 2 cores: rollouts and training share them); at the end, the held-out mean score by step for
 # each seed and their mean. ENV_SETTINGS overrides the task (default: one worked example, so the
 # model starts knowing the answer format most of the time). LR, BATCH_SIZE (sequences a step,
-# groups of 8) and MAX_TOKENS override the rest. Not run by CI.
+# groups of 8), MAX_TOKENS and RATIO_BASE (`inference`, the default, or `trainer`: what each
+# token's importance ratio is taken against, see `lachesis train run --help`) override the rest.
+# Not run by CI.
 #
 # The anchor (ANCHOR=trl, the default; ANCHOR=none skips it): after each seed, the same task with
 # PyTorch and Hugging Face TRL from PyPI (scripts/bench-learn/trl_grpo.py): the same GGUF model,
@@ -36,6 +38,7 @@ ENV_SETTINGS=${ENV_SETTINGS:-'"examples": 1, "eval_temperature": 1.0'}
 LR=${LR:-5e-4}
 BATCH_SIZE=${BATCH_SIZE:-32}
 MAX_TOKENS=${MAX_TOKENS:-64}
+RATIO_BASE=${RATIO_BASE:-inference}
 ANCHOR=${ANCHOR:-trl}
 [[ $ANCHOR == trl ]] && venv=$(scripts/ensure-torch-venv.sh --trl)
 # ENV_SETTINGS as `--set KEY=VALUE` arguments, for `lachesis env evaluate`.
@@ -49,6 +52,7 @@ for seed in $SEEDS; do
         --model "$MODEL" --run "learn-seed-$seed" --steps "$STEPS" \
         --lora-rank 8 --lora-alpha 16 --lora-targets q_proj,v_proj \
         --lr "$LR" --batch-size "$BATCH_SIZE" --micro-batch 8 --max-token-len 512 \
+        --ratio-base "$RATIO_BASE" \
         --env "arithmetic:{\"group_size\": 8, \"max_tokens\": $MAX_TOKENS, \"seed\": $seed, \"settings\": {\"eval_size\": $EVAL_SIZE, $ENV_SETTINGS}}" \
         --eval-interval "$EVAL_INTERVAL" --sync embedded |
         while IFS= read -r line; do

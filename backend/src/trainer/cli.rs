@@ -9,8 +9,8 @@ use anyhow::{Context, bail};
 use lachesis_inference::{Engine, EngineOptions, ModelTokenizer};
 use lachesis_train::checkpoint;
 use lachesis_train::{
-    LoraConfig, LossConfig, OptimConfig, RowOptions, TrainConfig, TrainLlama, TrainMode, Trainer,
-    Variant, inference_model,
+    LoraConfig, LossConfig, OptimConfig, RatioBase, RowOptions, TrainConfig, TrainLlama, TrainMode,
+    Trainer, Variant, inference_model,
 };
 use tokio::sync::watch;
 
@@ -63,6 +63,11 @@ pub struct RunArgs {
     pub run: String,
     #[arg(long, default_value = "grpo")]
     pub variant: Variant,
+    /// What each token's importance ratio is taken against: `inference` (the sampling engine's
+    /// logprobs, where the rollout sent them) or `trainer` (the trained model's own before the
+    /// step, as TRL does: with one pass per batch nothing is clipped).
+    #[arg(long, default_value = "inference")]
+    pub ratio_base: RatioBase,
     #[arg(long, default_value_t = 1e-5)]
     pub lr: f64,
     #[arg(long, default_value_t = 0)]
@@ -231,6 +236,7 @@ async fn train(args: RunArgs) -> anyhow::Result<()> {
     let config = TrainConfig {
         loss: LossConfig {
             variant: args.variant,
+            ratio_base: args.ratio_base,
             eps_low: args.eps_low,
             eps_high: args.eps_high.unwrap_or(args.eps_low),
             kl_beta: args.kl_beta,

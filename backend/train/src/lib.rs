@@ -23,7 +23,7 @@ pub mod trainer;
 mod model_tests;
 
 pub use config::LlamaConfig;
-pub use loss::{LossConfig, Variant};
+pub use loss::{LossConfig, RatioBase, Variant};
 pub use model::{LoraConfig, TrainLlama, TrainMode};
 pub use optim::OptimConfig;
 pub use rows::{RowOptions, TrainRow, rows_from_batch};

@@ -41,9 +41,37 @@ impl std::str::FromStr for Variant {
     }
 }
 
+/// What the importance ratio of a token is taken against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RatioBase {
+    /// The sampling engine's logprobs, where the rollout sent them: the ratio corrects for the
+    /// engine being a different copy of the policy (a quantized one, or one weight version
+    /// behind), and tokens on which the two disagree by more than the clip range get no push.
+    #[default]
+    Inference,
+    /// The trained model's own logprobs before the step, as TRL computes them: with one pass
+    /// over each batch the ratio is exactly 1, nothing is clipped, and the gradient is the plain
+    /// policy gradient on the sampled tokens, whatever engine sampled them.
+    Trainer,
+}
+
+impl std::str::FromStr for RatioBase {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        match s {
+            "inference" => Ok(RatioBase::Inference),
+            "trainer" => Ok(RatioBase::Trainer),
+            _ => Err(format!("unknown ratio base {s:?}: inference or trainer")),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LossConfig {
     pub variant: Variant,
+    /// What each token's importance ratio is taken against.
+    pub ratio_base: RatioBase,
     pub eps_low: f64,
     pub eps_high: f64,
     /// Weight of the KL penalty to the reference model (0: none, as Atropos's example trainer has it).
@@ -56,6 +84,7 @@ impl Default for LossConfig {
     fn default() -> Self {
         Self {
             variant: Variant::Grpo,
+            ratio_base: RatioBase::Inference,
             eps_low: 0.2,
             eps_high: 0.2,
             kl_beta: 0.0,
@@ -71,7 +100,8 @@ pub struct LossInputs<'a> {
     pub logprobs: &'a Tensor,
     /// 1.0 where the token is trained (a completion token), 0.0 elsewhere.
     pub mask: &'a Tensor,
-    /// The sampling engine's logprob of each target (the behaviour policy).
+    /// The sampling engine's logprob of each target (the behaviour policy): the ratio's base
+    /// under [`RatioBase::Inference`], and what the alignment statistic compares with.
     pub old_logprobs: &'a Tensor,
     pub advantages: &'a Tensor,
     /// Logprobs of the targets under the reference model, for the KL penalty.
@@ -109,7 +139,11 @@ pub fn grpo_loss(
     let logp = input.logprobs.clone();
     // Masked positions get a log-ratio of 0 (ratio 1): their placeholder logprobs (atroposlib
     // writes 1.0 over the prompt) must not overflow exp() into inf · 0 = NaN.
-    let log_ratio = ((&logp - input.old_logprobs)? * mask)?;
+    let base = match config.ratio_base {
+        RatioBase::Inference => input.old_logprobs.clone(),
+        RatioBase::Trainer => logp.detach(),
+    };
+    let log_ratio = ((&logp - &base)? * mask)?;
     let ratio = log_ratio.exp()?;
     let a = input.advantages;
     let clipped_ratio = ratio.clamp(1.0 - config.eps_low, 1.0 + config.eps_high)?;

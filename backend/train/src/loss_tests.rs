@@ -194,3 +194,29 @@ fn variants_parse_from_their_names_and_refuse_others() {
     assert_eq!("dapo".parse::<Variant>(), Ok(Variant::Dapo));
     assert!("ppo".parse::<Variant>().is_err());
 }
+
+#[test]
+fn a_ratio_taken_against_the_trainer_is_one_and_clips_nothing() {
+    let config = LossConfig {
+        ratio_base: RatioBase::Trainer,
+        ..LossConfig::default()
+    };
+    let case = mixed();
+    // Every ratio is 1: token losses −2, −2 | 1; sequence means −2 and 1; their mean −0.5.
+    let (loss, stats) = case.loss(&config);
+    close(loss, -0.5);
+    close(stats.mean_ratio(), 1.0);
+    close(stats.clip_fraction(), 0.0);
+    // The engine's logprobs are still what alignment measures: |ln 1.1|, |ln 1.5|, |ln 0.5|.
+    close(
+        stats.alignment(),
+        (1.1f64.ln() + 1.5f64.ln() - 0.5f64.ln()) / 3.0,
+    );
+    // The tokens the inference base clips (r 1.5 with A > 0, r 0.5 with A < 0) get a push here.
+    let grads = case.target_grads(&config);
+    assert!(
+        grads[0][1] != 0.0 && grads[1][0] != 0.0,
+        "every trained token is pushed: {grads:?}"
+    );
+    assert_eq!(grads[1][1], 0.0, "the masked token gets nothing: {grads:?}");
+}
