@@ -226,16 +226,16 @@ impl LachesisMcp {
         })
     }
 
-    /// The run, once the viewer may read it, and the limit within its bounds.
-    async fn window<'a>(
+    /// The limit within its bounds, once the viewer may read the run.
+    async fn window_limit(
         &self,
         viewer: &Viewer,
-        args: &'a RunWindowArgs,
+        args: &RunWindowArgs,
         (default, max): (i64, i64),
-    ) -> Result<(&'a String, i64), AppError> {
+    ) -> Result<i64, AppError> {
         let limit = bounded(args.limit, default, max)?;
         crate::dashboard::readable_run(&self.state, viewer, &args.run).await?;
-        Ok((&args.run, limit))
+        Ok(limit)
     }
 
     async fn metrics(
@@ -244,8 +244,9 @@ impl LachesisMcp {
         args: RunWindowArgs,
     ) -> Result<RunMetricsReport, AppError> {
         let state = &self.state;
-        let (run, limit) = self
-            .window(viewer, &args, (DEFAULT_METRIC_POINTS, MAX_METRIC_POINTS))
+        let run = &args.run;
+        let limit = self
+            .window_limit(viewer, &args, (DEFAULT_METRIC_POINTS, MAX_METRIC_POINTS))
             .await?;
         let summary = store::runs(&state.db, &TeamReach::All, Some(run))
             .await?
@@ -265,8 +266,9 @@ impl LachesisMcp {
 
     async fn groups(&self, viewer: &Viewer, args: RunWindowArgs) -> Result<RecentGroups, AppError> {
         let state = &self.state;
-        let (run, limit) = self
-            .window(viewer, &args, (DEFAULT_RECENT_GROUPS, MAX_RECENT_GROUPS))
+        let run = &args.run;
+        let limit = self
+            .window_limit(viewer, &args, (DEFAULT_RECENT_GROUPS, MAX_RECENT_GROUPS))
             .await?;
         let summaries = store::latest_groups(&state.db, run, None, None, limit).await?;
         Ok(RecentGroups {
