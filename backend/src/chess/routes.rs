@@ -37,7 +37,9 @@ impl From<store::StoreError> for AppError {
     fn from(err: store::StoreError) -> Self {
         match err {
             store::StoreError::Database(e) => AppError::Database(e),
-            store::StoreError::MoveTaken => AppError::Conflict(err.to_string()),
+            store::StoreError::MoveTaken | store::StoreError::AlreadyEnded => {
+                AppError::Conflict(err.to_string())
+            }
             store::StoreError::Unreadable(_) => AppError::Internal(err.to_string()),
         }
     }

@@ -16,6 +16,9 @@ pub enum StoreError {
     /// The primary key on (game, ply) refused a second move at one ply.
     #[error("a move at this ply")]
     MoveTaken,
+    /// The game already has a result: a game ends once.
+    #[error("the game is over")]
+    AlreadyEnded,
     /// A stored value this code cannot read (a side, an end, a reward or policy document).
     #[error("stored chess data unreadable: {0}")]
     Unreadable(String),
@@ -297,7 +300,7 @@ pub async fn end_game(
     game: i64,
     outcome: &GameOutcome,
 ) -> Result<(), StoreError> {
-    sqlx::query!(
+    let ended = sqlx::query!(
         "UPDATE chess_games SET result = $2, end_reason = $3, ended_at = now() \
          WHERE id = $1 AND result IS NULL",
         game,
@@ -306,7 +309,10 @@ pub async fn end_game(
     )
     .execute(&mut *conn)
     .await?;
-    Ok(())
+    match ended.rows_affected() {
+        0 => Err(StoreError::AlreadyEnded),
+        _ => Ok(()),
+    }
 }
 
 pub async fn store_review(

@@ -1,15 +1,11 @@
-//! Every built-in environment, once: its name, what the browser and `lachesis env list` say about
-//! it, what it needs from the server beyond a policy, how it is built, and how the server hosts
-//! it. The CLI, the server's in-process workers and `GET /api/environments` all read this table; a
-//! new environment is its own folder plus one entry here.
-
-use std::sync::Arc;
-
-use lachesis_shared::live::Topic;
+//! Every built-in environment, once: the CLI, the server's in-process workers and
+//! `GET /api/environments` all read this table. Each environment describes itself in its own
+//! folder (its `DESCRIPTOR`: name, what the browser and `lachesis env list` say about it, what it
+//! needs from the server beyond a policy, how it is built and hosted); a new environment is its
+//! folder, its `mod` line and one line here.
 
 use super::in_process::{Hosted, ServerParts};
 use super::{EnvError, EnvOptions, Environment};
-use crate::marketplace::judges::Judges;
 
 /// What an environment needs from the server that hosts it, beyond a policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,94 +55,13 @@ impl EnvDescriptor {
 
 /// The built-in environments, in the order they are listed.
 pub const REGISTRY: &[EnvDescriptor] = &[
-    EnvDescriptor {
-        name: super::arithmetic::NAME,
-        description: "Seeded integer problems (+, -, x) with a verifiable answer; reward 1 when \
-                      exact, a small bonus for a well-formed wrong answer.",
-        needs: ServerNeeds::Nothing,
-        build: Some(|o| Ok(Box::new(super::arithmetic::ArithmeticEnv::new(o)?))),
-        hosted: None,
-    },
-    EnvDescriptor {
-        name: super::cat_caretaker::NAME,
-        description: "A simulated cat shows behaviors and sounds; the model, as its caretaker, \
-                      answers with care; a rubric of the cat's hidden need scores the reply.",
-        needs: ServerNeeds::Nothing,
-        // Its `openai` judge option calls endpoints the way the platform calls the operator's.
-        build: Some(|o| {
-            let env = super::cat_caretaker::CatCaretakerEnv::new(o)?;
-            Ok(Box::new(
-                env.with_endpoint_judge(Arc::new(Judges::default())),
-            ))
-        }),
-        hosted: None,
-    },
-    EnvDescriptor {
-        name: super::chess_player::NAME,
-        description: "DeepSacrifice positions: the model names a move (SAN or UCI); the engine \
-                      judge scores attack and sound sacrifices in [0, 1]; -1 for no legal move.",
-        needs: ServerNeeds::Nothing,
-        build: Some(|o| Ok(Box::new(super::chess_player::ChessPlayerEnv::new(o)?))),
-        hosted: None,
-    },
-    EnvDescriptor {
-        name: super::mcp_tools::NAME,
-        description: "Tasks done by calling real MCP servers (filesystem, memory, git, \
-                      everything) over several turns; the reward checks what the tools did, \
-                      less a penalty per wasted call and per malformed call.",
-        needs: ServerNeeds::LiveFeed,
-        build: Some(|o| Ok(Box::new(super::mcp_tools::McpToolsEnv::new(o)?))),
-        // Its showcase's episodes appear call by call on the tools page while someone watches.
-        hosted: Some(|o, parts| {
-            let env =
-                super::mcp_tools::McpToolsEnv::new(o)?.with_feed(parts.live_feed(Topic::Tools));
-            Ok(Hosted::showcased(env, Topic::Tools))
-        }),
-    },
-    EnvDescriptor {
-        name: super::pay_to_play::NAME,
-        description: "The cat caretaker judged by a panel of paid agent cards: the agent picks \
-                      judges under a USDC budget, pays them through the ledger and is scored by \
-                      their consensus.",
-        needs: ServerNeeds::Ledger,
-        build: None,
-        // Pays through the server's ledger and settler; its showcase keeps episodes coming while
-        // no trainer is attached, so the marketplace page shows a run from the start.
-        hosted: Some(|o, parts| {
-            let env = super::pay_to_play::PayToPlayEnv::new(o, parts.marketplace())?;
-            Ok(Hosted::showcased(env, Topic::Marketplace))
-        }),
-    },
-    EnvDescriptor {
-        name: super::protein_binder::NAME,
-        description: "Protein binder design over NVIDIA NIM's protocol: the model calls \
-                      AlphaFold2, RFdiffusion, ProteinMPNN and AlphaFold2-Multimer in turn, \
-                      choosing contigs, hotspots and sampling; rewarded by the complex's \
-                      confidence with credit per stage reached.",
-        needs: ServerNeeds::LiveFeed,
-        build: Some(|o| Ok(Box::new(super::protein_binder::ProteinBinderEnv::new(o)?))),
-        // Its showcase's episodes appear stage by stage, structures included, on the protein page.
-        hosted: Some(|o, parts| {
-            let env = super::protein_binder::ProteinBinderEnv::new(o)?
-                .with_feed(parts.live_feed(Topic::Protein));
-            Ok(Hosted::showcased(env, Topic::Protein))
-        }),
-    },
-    EnvDescriptor {
-        name: super::spatial::NAME,
-        description: "Generated 3D scenes (rapier3d) with placement, distance, orientation and \
-                      stacking goals; the model answers with JSON actions, the world runs to \
-                      rest and the scorer gives partial credit per goal.",
-        needs: ServerNeeds::SceneStream,
-        build: Some(|o| Ok(Box::new(super::spatial::SpatialEnv::new(o)?))),
-        // Its attempts play on the live scene the browser's viewer watches, and its showcase keeps
-        // the model attempting tasks there while no trainer is attached.
-        hosted: Some(|o, parts| {
-            let scene = parts.live_scene();
-            let env = super::spatial::SpatialEnv::new(o)?.with_sink(scene.sink);
-            Ok(Hosted::showcased(env, scene.topic))
-        }),
-    },
+    super::arithmetic::DESCRIPTOR,
+    super::cat_caretaker::DESCRIPTOR,
+    super::chess_player::DESCRIPTOR,
+    super::mcp_tools::DESCRIPTOR,
+    super::pay_to_play::DESCRIPTOR,
+    super::protein_binder::DESCRIPTOR,
+    super::spatial::DESCRIPTOR,
 ];
 
 /// The built-in environment of that name.
@@ -161,6 +76,10 @@ pub fn names() -> Vec<&'static str> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use lachesis_shared::live::Topic;
+
     use super::*;
 
     #[test]

@@ -14,6 +14,7 @@ pub mod baseline;
 mod eval;
 pub mod parse;
 
+use super::registry::{EnvDescriptor, ServerNeeds};
 use std::collections::HashSet;
 use std::sync::Mutex;
 
@@ -27,6 +28,17 @@ use crate::policy::{Finish, Policy, PolicyRequest, Rollout};
 pub use parse::{ParseError, parse_answer, render_answer};
 
 pub const NAME: &str = "arithmetic";
+
+/// Its entry in the registry of built-in environments.
+pub const DESCRIPTOR: EnvDescriptor = EnvDescriptor {
+    name: NAME,
+    description: "Seeded integer problems (+, -, x) with a verifiable answer; reward 1 when \
+                  exact, a small bonus for a well-formed wrong answer.",
+    needs: ServerNeeds::Nothing,
+    build: Some(|o| Ok(Box::new(ArithmeticEnv::new(o)?))),
+    hosted: None,
+};
+
 /// The evaluation set's seed: fixed, so every model is measured on the same problems.
 pub const EVAL_SEED: u64 = 0x00c0_ffee;
 

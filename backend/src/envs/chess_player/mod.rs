@@ -9,6 +9,7 @@
 //!   reason appended to the conversation as the environment's reply, so a reader (or a multi-turn
 //!   trainer) sees what was wrong.
 
+use super::registry::{EnvDescriptor, ServerNeeds};
 use std::sync::Mutex;
 
 use lachesis_chess::agent::PolicyParams;
@@ -28,6 +29,17 @@ use super::{Collected, Env, EnvConfig, EnvError, EnvOptions, EvalOutcome, Item, 
 use crate::policy::{Finish, Policy, PolicyRequest};
 
 pub const NAME: &str = "chess_player";
+
+/// Its entry in the registry of built-in environments.
+pub const DESCRIPTOR: EnvDescriptor = EnvDescriptor {
+    name: NAME,
+    description: "DeepSacrifice positions: the model names a move (SAN or UCI); the engine \
+                  judge scores attack and sound sacrifices in [0, 1]; -1 for no legal move.",
+    needs: ServerNeeds::Nothing,
+    build: Some(|o| Ok(Box::new(ChessPlayerEnv::new(o)?))),
+    hosted: None,
+};
+
 pub const EVAL_SEED: u64 = 0x0c4e_5500;
 /// The score of an answer that names no legal move.
 pub const ILLEGAL_PENALTY: f64 = -1.0;

@@ -17,6 +17,9 @@ pub mod tasks;
 #[cfg(test)]
 mod tests;
 
+use super::in_process::Hosted;
+use super::registry::{EnvDescriptor, ServerNeeds};
+use lachesis_shared::live::Topic;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -40,6 +43,21 @@ use crate::policy::{Policy, PolicyRequest};
 use futures::future::BoxFuture;
 
 pub const NAME: &str = "mcp_tools";
+
+/// Its entry in the registry of built-in environments.
+pub const DESCRIPTOR: EnvDescriptor = EnvDescriptor {
+    name: NAME,
+    description: "Tasks done by calling real MCP servers (filesystem, memory, git, \
+                  everything) over several turns; the reward checks what the tools did, \
+                  less a penalty per wasted call and per malformed call.",
+    needs: ServerNeeds::LiveFeed,
+    build: Some(|o| Ok(Box::new(McpToolsEnv::new(o)?))),
+    // Its showcase's episodes appear call by call on the tools page while someone watches.
+    hosted: Some(|o, parts| {
+        let env = McpToolsEnv::new(o)?.with_feed(parts.live_feed(Topic::Tools));
+        Ok(Hosted::showcased(env, Topic::Tools))
+    }),
+};
 
 /// How an item is played.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -13,6 +13,9 @@ pub mod prompts;
 mod settings;
 
 pub use self::settings::{Selection, Settings};
+use super::in_process::Hosted;
+use super::registry::{EnvDescriptor, ServerNeeds};
+use lachesis_shared::live::Topic;
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -43,6 +46,23 @@ use crate::policy::{Policy, PolicyRequest};
 use crate::settlement::Settler;
 
 pub const NAME: &str = "pay_to_play";
+
+/// Its entry in the registry of built-in environments.
+pub const DESCRIPTOR: EnvDescriptor = EnvDescriptor {
+    name: NAME,
+    description: "The cat caretaker judged by a panel of paid agent cards: the agent picks \
+                  judges under a USDC budget, pays them through the ledger and is scored by \
+                  their consensus.",
+    needs: ServerNeeds::Ledger,
+    build: None,
+    // Pays through the server's ledger and settler; its showcase keeps episodes coming while
+    // no trainer is attached, so the marketplace page shows a run from the start.
+    hosted: Some(|o, parts| {
+        let env = PayToPlayEnv::new(o, parts.marketplace())?;
+        Ok(Hosted::showcased(env, Topic::Marketplace))
+    }),
+};
+
 const EVAL_SEED: u64 = 0x9a7_0000;
 /// After a skipped episode the environment waits this long before the next, so a spent budget
 /// does not spin the runner.

@@ -11,6 +11,9 @@ pub mod pipeline;
 pub mod plan;
 pub mod targets;
 
+use super::in_process::Hosted;
+use super::registry::{EnvDescriptor, ServerNeeds};
+use lachesis_shared::live::Topic;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -36,6 +39,22 @@ use crate::nim_serve::NimServeOptions;
 use crate::policy::{Policy, PolicyRequest};
 
 pub const NAME: &str = "protein_binder";
+
+/// Its entry in the registry of built-in environments.
+pub const DESCRIPTOR: EnvDescriptor = EnvDescriptor {
+    name: NAME,
+    description: "Protein binder design over NVIDIA NIM's protocol: the model calls \
+                  AlphaFold2, RFdiffusion, ProteinMPNN and AlphaFold2-Multimer in turn, \
+                  choosing contigs, hotspots and sampling; rewarded by the complex's \
+                  confidence with credit per stage reached.",
+    needs: ServerNeeds::LiveFeed,
+    build: Some(|o| Ok(Box::new(ProteinBinderEnv::new(o)?))),
+    // Its showcase's episodes appear stage by stage, structures included, on the protein page.
+    hosted: Some(|o, parts| {
+        let env = ProteinBinderEnv::new(o)?.with_feed(parts.live_feed(Topic::Protein));
+        Ok(Hosted::showcased(env, Topic::Protein))
+    }),
+};
 
 /// Pause between showcase episodes.
 const SHOWCASE_PAUSE: Duration = Duration::from_secs(3);

@@ -15,6 +15,8 @@ pub mod parse;
 pub mod physics;
 pub mod solve;
 
+use super::in_process::Hosted;
+use super::registry::{EnvDescriptor, ServerNeeds};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -31,6 +33,24 @@ use crate::policy::{Policy, PolicyRequest};
 pub use parse::{ActionError, parse_actions, render_actions};
 
 pub const NAME: &str = "spatial";
+
+/// Its entry in the registry of built-in environments.
+pub const DESCRIPTOR: EnvDescriptor = EnvDescriptor {
+    name: NAME,
+    description: "Generated 3D scenes (rapier3d) with placement, distance, orientation and \
+                  stacking goals; the model answers with JSON actions, the world runs to \
+                  rest and the scorer gives partial credit per goal.",
+    needs: ServerNeeds::SceneStream,
+    build: Some(|o| Ok(Box::new(SpatialEnv::new(o)?))),
+    // Its attempts play on the live scene the browser's viewer watches, and its showcase keeps
+    // the model attempting tasks there while no trainer is attached.
+    hosted: Some(|o, parts| {
+        let scene = parts.live_scene();
+        let env = SpatialEnv::new(o)?.with_sink(scene.sink);
+        Ok(Hosted::showcased(env, scene.topic))
+    }),
+};
+
 /// Frames of an episode are recorded every this many physics steps (20 per simulated second).
 pub const STEPS_PER_FRAME: u32 = 3;
 /// Evaluation seeds start here, far from the training stream's usual seeds.
