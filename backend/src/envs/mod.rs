@@ -17,6 +17,8 @@ pub mod episode;
 pub mod evaluate;
 mod group;
 pub mod in_process;
+pub mod integer_answer;
+pub mod letter_count;
 pub mod mcp_tools;
 pub mod pacing;
 pub mod pay_to_play;

@@ -11,20 +11,17 @@
 //! - 0.0 otherwise, and for completions cut off at `max_tokens` (their answer was not final).
 
 pub mod baseline;
-mod eval;
 pub mod parse;
 
 use super::registry::{EnvDescriptor, ServerNeeds};
-use std::collections::HashSet;
-use std::sync::Mutex;
 
 use lachesis_inference::ChatMessage;
+use rand::Rng;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use super::{Collected, Env, EnvConfig, EnvError, EnvOptions, EvalOutcome, Item};
-use crate::policy::{Finish, Policy, PolicyRequest, Rollout};
+use super::integer_answer::{self, IntegerAnswerEnv, IntegerQuestion, IntegerTask, Scoring};
+use super::{EnvError, EnvOptions};
 pub use parse::{ParseError, parse_answer, render_answer};
 
 pub const NAME: &str = "arithmetic";
@@ -38,9 +35,6 @@ pub const DESCRIPTOR: EnvDescriptor = EnvDescriptor {
     build: Some(|o| Ok(Box::new(ArithmeticEnv::new(o)?))),
     hosted: None,
 };
-
-/// The evaluation set's seed: fixed, so every model is measured on the same problems.
-pub const EVAL_SEED: u64 = 0x00c0_ffee;
 
 const SYSTEM_PROMPT: &str = "You solve arithmetic problems. Work briefly, then write the final \
      answer alone on the last line, in the form `Answer: <integer>`.";
@@ -165,15 +159,22 @@ impl Problem {
     }
 }
 
+impl IntegerQuestion for Problem {
+    fn question(&self) -> String {
+        Problem::question(self)
+    }
+
+    fn expected(&self) -> Option<i64> {
+        self.answer()
+    }
+}
+
 /// Settings read from `EnvOptions::settings`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
-    pub format_bonus: f64,
     pub max_operand: i64,
     pub max_factor: i64,
-    pub eval_size: usize,
-    pub eval_temperature: f32,
     /// Worked examples before each question (0 to 3).
     pub examples: usize,
 }
@@ -181,26 +182,37 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Self {
-            format_bonus: 0.1,
             max_operand: 20,
             max_factor: 10,
-            eval_size: 32,
-            eval_temperature: 0.0,
             examples: 2,
         }
     }
 }
 
-pub struct ArithmeticEnv {
-    config: EnvConfig,
+/// The arithmetic task: problems drawn within the settings' ranges, asked after worked examples.
+pub struct Arithmetic {
     settings: Settings,
-    rng: Mutex<StdRng>,
-    eval_set: Vec<Problem>,
 }
+
+impl IntegerTask for Arithmetic {
+    const NAME: &str = NAME;
+    const EVAL_SEED: u64 = 0x00c0_ffee;
+    type Question = Problem;
+
+    fn draw(&self, rng: &mut StdRng) -> Problem {
+        Problem::random(rng, self.settings.max_operand, self.settings.max_factor)
+    }
+
+    fn messages(&self, problem: &Problem) -> Vec<ChatMessage> {
+        problem.messages(self.settings.examples)
+    }
+}
+
+pub type ArithmeticEnv = IntegerAnswerEnv<Arithmetic>;
 
 impl ArithmeticEnv {
     pub fn new(options: &EnvOptions) -> Result<Self, EnvError> {
-        let settings: Settings = super::parse_settings(NAME, options)?;
+        let (scoring, settings): (Scoring, Settings) = integer_answer::settings(NAME, options)?;
         if !(0..=1_000_000).contains(&settings.max_operand)
             || !(0..=1_000_000).contains(&settings.max_factor)
         {
@@ -214,90 +226,7 @@ impl ArithmeticEnv {
                 EXAMPLES.len()
             )));
         }
-        let defaults = EnvConfig {
-            group_size: 8,
-            max_token_length: 1024,
-            max_tokens: 96,
-            ..EnvConfig::default()
-        };
-        let config = EnvConfig::from_options(options, defaults)?;
-        let eval_set = super::fixed_set(EVAL_SEED, settings.eval_size, |rng| {
-            Problem::random(rng, settings.max_operand, settings.max_factor)
-        });
-        Ok(Self {
-            config,
-            rng: Mutex::new(StdRng::seed_from_u64(options.seed)),
-            settings,
-            eval_set,
-        })
-    }
-
-    pub fn eval_set(&self) -> &[Problem] {
-        &self.eval_set
-    }
-
-    /// The reward of one rollout (see the module's documentation).
-    pub fn score(&self, problem: &Problem, rollout: &Rollout) -> f64 {
-        if rollout.finish == Finish::Length {
-            return 0.0;
-        }
-        match (parse_answer(&rollout.completion), problem.answer()) {
-            (Ok(given), Some(truth)) if given == truth => 1.0,
-            (Ok(_), _) => self.settings.format_bonus,
-            (Err(_), _) => 0.0,
-        }
-    }
-
-    fn request(&self, problem: &Problem, n: usize, temperature: f32) -> PolicyRequest {
-        self.config
-            .request(problem.messages(self.settings.examples), n, temperature)
-    }
-}
-
-impl Env for ArithmeticEnv {
-    const NAME: &str = NAME;
-
-    fn config(&self) -> &EnvConfig {
-        &self.config
-    }
-
-    /// A training problem, never one of the evaluation set (within 64 draws: tiny operand ranges
-    /// may leave nothing else).
-    async fn next_item(&self) -> Result<Option<Item>, EnvError> {
-        let held_out: HashSet<&Problem> = self.eval_set.iter().collect();
-        let mut rng = self
-            .rng
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let mut problem = Problem::random(
-            &mut rng,
-            self.settings.max_operand,
-            self.settings.max_factor,
-        );
-        for _ in 0..64 {
-            if !held_out.contains(&problem) {
-                break;
-            }
-            problem = Problem::random(
-                &mut rng,
-                self.settings.max_operand,
-                self.settings.max_factor,
-            );
-        }
-        super::some_item(&problem)
-    }
-
-    async fn collect(&self, item: Item, policy: &dyn Policy) -> Result<Collected, EnvError> {
-        let problem: Problem = super::parse_item(item)?;
-        let messages = problem.messages(self.settings.examples);
-        Collected::sampled(&self.config, policy, messages, |_, _, rollout| {
-            self.score(&problem, rollout)
-        })
-        .await
-    }
-
-    async fn evaluate(&self, policy: &dyn Policy) -> Result<EvalOutcome, EnvError> {
-        self.evaluate_set(policy).await
+        IntegerAnswerEnv::with_task(Arithmetic { settings }, scoring, options)
     }
 }
 
@@ -305,6 +234,8 @@ impl Env for ArithmeticEnv {
 mod tests {
     use super::baseline::BaselinePolicy;
     use super::*;
+    use crate::envs::Env;
+    use crate::policy::{Finish, Rollout};
     use serde_json::json;
 
     fn env() -> ArithmeticEnv {
