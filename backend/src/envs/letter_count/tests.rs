@@ -127,7 +127,10 @@ fn rewards_follow_the_documented_rule() {
 fn shared_and_own_settings_are_both_read() {
     let env = env_with(json!({"format_bonus": 0.25, "eval_size": 5, "examples": 0})).unwrap();
     let puzzle = Puzzle::new("banana", 'a');
-    assert_eq!(env.score(&puzzle, &rollout("Answer: 2", Finish::Stop)), 0.25);
+    assert_eq!(
+        env.score(&puzzle, &rollout("Answer: 2", Finish::Stop)),
+        0.25
+    );
     assert_eq!(env.eval_set().len(), 5);
     assert_eq!(env.task().messages(&puzzle).len(), 2);
 }
