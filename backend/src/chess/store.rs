@@ -126,7 +126,6 @@ pub async fn game(
     row.map(GameRow::try_from).transpose()
 }
 
-/// Games the caller may see: `owner_user`/`owner_team` filter unless `all`.
 /// The newest `limit` games of `user` or `team` (every game when `all`); only public ones when
 /// `public_only`.
 pub async fn list_games(
