@@ -12,11 +12,11 @@ use super::endpoint;
 use rand::SeedableRng;
 
 use crate::envs::arithmetic::Problem;
-use crate::envs::arithmetic::parse::parse_answer;
 use crate::envs::cat_caretaker::data::CatData;
 use crate::envs::cat_caretaker::dialogue::{caretaker_messages, opening};
 use crate::envs::cat_caretaker::rubric::score_answer;
 use crate::envs::chess_player;
+use crate::envs::integer_answer::parse_answer;
 use crate::envs::spatial;
 use crate::policy::{EmbeddedPolicy, Finish, PolicyRequest};
 

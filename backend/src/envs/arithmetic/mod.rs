@@ -5,15 +5,12 @@
 //! teaches GRPO nothing and is dropped by the runner.
 //!
 //! Reward, per sequence:
-//! - 1.0 when the final answer (see [`parse`]) equals the true result;
+//! - 1.0 when the final answer (see [`parse_answer`]) equals the true result;
 //! - `format_bonus` (default 0.1) when a single integer answer was given in the asked-for form but
 //!   it is wrong: a small signal that lets a tiny model learn the format before the arithmetic;
 //! - 0.0 otherwise, and for completions cut off at `max_tokens` (their answer was not final).
 
 pub mod baseline;
-pub mod parse;
-
-use super::registry::{EnvDescriptor, ServerNeeds};
 
 use lachesis_inference::ChatMessage;
 use rand::Rng;
@@ -21,8 +18,9 @@ use rand::rngs::StdRng;
 use serde::{Deserialize, Serialize};
 
 use super::integer_answer::{self, IntegerAnswerEnv, IntegerQuestion, IntegerTask, Scoring};
+pub use super::integer_answer::{ParseError, parse_answer, render_answer};
+use super::registry::{EnvDescriptor, ServerNeeds};
 use super::{EnvError, EnvOptions};
-pub use parse::{ParseError, parse_answer, render_answer};
 
 pub const NAME: &str = "arithmetic";
 

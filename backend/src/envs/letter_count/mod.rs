@@ -17,10 +17,11 @@ use rand::Rng;
 use rand::rngs::StdRng;
 use serde::{Deserialize, Serialize};
 
-use super::integer_answer::{self, IntegerAnswerEnv, IntegerQuestion, IntegerTask, Scoring};
+use super::integer_answer::{
+    self, IntegerAnswerEnv, IntegerQuestion, IntegerTask, Scoring, render_answer,
+};
 use super::registry::{EnvDescriptor, ServerNeeds};
 use super::{EnvError, EnvOptions};
-use crate::envs::arithmetic::render_answer;
 
 pub const NAME: &str = "letter_count";
 
@@ -61,12 +62,18 @@ impl Puzzle {
         }
     }
 
-    /// How many of the word's characters are the letter, ignoring ASCII case.
-    pub fn count(&self) -> usize {
+    /// Where the letter stands in the word, counted from 1, ignoring ASCII case.
+    fn positions(&self) -> impl Iterator<Item = usize> + '_ {
         self.word
             .chars()
-            .filter(|c| c.eq_ignore_ascii_case(&self.letter))
-            .count()
+            .enumerate()
+            .filter(|(_, c)| c.eq_ignore_ascii_case(&self.letter))
+            .map(|(i, _)| i + 1)
+    }
+
+    /// How many of the word's characters are the letter.
+    pub fn count(&self) -> usize {
+        self.positions().count()
     }
 
     /// The conversation asking this puzzle, after `examples` solved ones (at most
@@ -85,13 +92,7 @@ impl Puzzle {
     /// The word spelled out, the letter's positions, and the rendered count.
     fn worked_answer(&self) -> String {
         let spelled: Vec<String> = self.word.chars().map(String::from).collect();
-        let positions: Vec<String> = self
-            .word
-            .chars()
-            .enumerate()
-            .filter(|(_, c)| c.eq_ignore_ascii_case(&self.letter))
-            .map(|(i, _)| (i + 1).to_string())
-            .collect();
+        let positions: Vec<String> = self.positions().map(|p| p.to_string()).collect();
         let found = match positions.len() {
             0 => format!("The letter '{}' does not appear.", self.letter),
             1 => format!(

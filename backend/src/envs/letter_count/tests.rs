@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::*;
 use crate::envs::Env;
-use crate::envs::arithmetic::parse_answer;
+use crate::envs::integer_answer::parse_answer;
 use crate::policy::{Finish, Policy, PolicyError, PolicyRequest, Rollout};
 
 fn env_with(settings: serde_json::Value) -> Result<LetterCountEnv, EnvError> {

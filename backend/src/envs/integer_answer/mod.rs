@@ -1,8 +1,10 @@
 //! Environments whose answer is one integer (`arithmetic`, `letter_count`): an
 //! [`IntegerTask`] says how questions are drawn and asked; [`IntegerAnswerEnv`] does the rest the
 //! same way for all, so their figures compare. It reads the model's final `Answer: <integer>`
-//! with [`parse_answer`], rewards it with [`score`], draws training questions outside a fixed
+//! with [`parse_answer`] ([`parse`]), rewards it with [`score`], draws training questions outside a fixed
 //! evaluation set and evaluates with [`evaluate`].
+
+pub mod parse;
 
 use std::collections::HashSet;
 use std::hash::Hash;
@@ -16,7 +18,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::arithmetic::parse_answer;
+pub use self::parse::{ParseError, parse_answer, render_answer};
 use super::{Collected, Env, EnvConfig, EnvError, EnvOptions, EvalOutcome, Item};
 use crate::policy::{Finish, Policy, PolicyRequest, Rollout};
 
@@ -38,7 +40,7 @@ pub trait IntegerQuestion {
 /// when it gave one integer answer in the asked-for form but a wrong one (a signal that lets a
 /// tiny model learn the form before the task), 0.0 for no answer, several answers, or a
 /// completion cut off at `max_tokens` (its answer was not final).
-pub fn score(expected: Option<i64>, rollout: &Rollout, format_bonus: f64) -> f64 {
+fn score(expected: Option<i64>, rollout: &Rollout, format_bonus: f64) -> f64 {
     if rollout.finish == Finish::Length {
         return 0.0;
     }
@@ -50,8 +52,7 @@ pub fn score(expected: Option<i64>, rollout: &Rollout, format_bonus: f64) -> f64
 }
 
 /// A training question that is not in `held_out` (within [`FRESH_DRAWS`] draws).
-pub fn draw_unseen<Q: Eq + Hash>(held_out: &[Q], mut draw: impl FnMut() -> Q) -> Q {
-    let held_out: HashSet<&Q> = held_out.iter().collect();
+fn draw_unseen<Q: Eq + Hash>(held_out: &HashSet<Q>, mut draw: impl FnMut() -> Q) -> Q {
     let mut question = draw();
     for _ in 1..FRESH_DRAWS {
         if !held_out.contains(&question) {
@@ -66,7 +67,7 @@ pub fn draw_unseen<Q: Eq + Hash>(held_out: &[Q], mut draw: impl FnMut() -> Q) ->
 /// `eval/percent_correct`, `eval/format_rate` (one integer answer in the asked-for form),
 /// `eval/mean_score`, `eval/policy_errors` and `eval/n`, with one sample per question. A policy
 /// that fails every request is an error, not a model that scores zero.
-pub async fn evaluate<Q: IntegerQuestion>(
+async fn evaluate<Q: IntegerQuestion>(
     set: &[Q],
     policy: &dyn Policy,
     request: impl Fn(&Q) -> PolicyRequest,
@@ -145,7 +146,7 @@ pub trait IntegerTask: Send + Sync + 'static {
     /// The evaluation set's seed: fixed, so every model is measured on the same questions.
     const EVAL_SEED: u64;
     /// A question; also the environment's `Item`.
-    type Question: IntegerQuestion + Eq + Hash + Serialize + DeserializeOwned + Send + Sync;
+    type Question: IntegerQuestion + Clone + Eq + Hash + Serialize + DeserializeOwned + Send + Sync;
 
     /// A random question.
     fn draw(&self, rng: &mut StdRng) -> Self::Question;
@@ -209,6 +210,8 @@ pub struct IntegerAnswerEnv<T: IntegerTask> {
     scoring: Scoring,
     rng: Mutex<StdRng>,
     eval_set: Vec<T::Question>,
+    /// The evaluation set again, for the membership test of every training draw.
+    held_out: HashSet<T::Question>,
 }
 
 impl<T: IntegerTask> IntegerAnswerEnv<T> {
@@ -222,12 +225,14 @@ impl<T: IntegerTask> IntegerAnswerEnv<T> {
         };
         let config = EnvConfig::from_options(options, defaults)?;
         let eval_set = super::fixed_set(T::EVAL_SEED, scoring.eval_size, |rng| task.draw(rng));
+        let held_out = eval_set.iter().cloned().collect();
         Ok(Self {
             config,
             task,
             scoring,
             rng: Mutex::new(StdRng::seed_from_u64(options.seed)),
             eval_set,
+            held_out,
         })
     }
 
@@ -258,7 +263,7 @@ impl<T: IntegerTask> Env for IntegerAnswerEnv<T> {
             .rng
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let question = draw_unseen(&self.eval_set, || self.task.draw(&mut rng));
+        let question = draw_unseen(&self.held_out, || self.task.draw(&mut rng));
         super::some_item(&question)
     }
 
