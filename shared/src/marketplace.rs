@@ -102,10 +102,11 @@ pub struct AgentCard {
     pub stats: CardStats,
 }
 
-/// `POST /api/marketplace/cards`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// What a card is listed with, whoever lists it: a team through the API ([`NewCard`]), the
+/// operator in the config file, or the platform's own table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct NewCard {
+pub struct CardListing {
     /// The card's unique key: 2-48 characters of `a-z`, `0-9` and `-`, not starting with `-`.
     pub slug: String,
     /// The name shown to people.
@@ -117,13 +118,70 @@ pub struct NewCard {
     pub specialties: Vec<String>,
     /// What one evaluation costs: more than 0 and at most 100 USDC.
     pub price: MicroUsdc,
+    /// The judge that does the scoring.
+    pub judge: JudgeBackend,
+}
+
+/// The keys of [`CardListing`], which [`CardListing::split_from`] hands to it.
+const LISTING_KEYS: [&str; 6] = [
+    "slug",
+    "name",
+    "description",
+    "specialties",
+    "price",
+    "judge",
+];
+
+impl CardListing {
+    /// Reads one map (a JSON object, a TOML table) as a listing and `R`: the listing's keys go to
+    /// the listing, the others to `R`. Both refuse keys they do not know, so a misspelt key is an
+    /// error (serde's `flatten` would pass it over in silence).
+    pub fn split_from<'de, D, R>(deserializer: D) -> Result<(CardListing, R), D::Error>
+    where
+        D: serde::Deserializer<'de>,
+        R: serde::de::DeserializeOwned,
+    {
+        use serde::de::Error;
+        let mut rest = serde_json::Map::deserialize(deserializer)?;
+        let listing: serde_json::Map<String, serde_json::Value> = LISTING_KEYS
+            .iter()
+            .filter_map(|key| rest.remove_entry(*key))
+            .collect();
+        // The rest first: a misspelt listing key lands there and is named as unknown.
+        let rest = R::deserialize(serde_json::Value::Object(rest)).map_err(D::Error::custom)?;
+        let listing = CardListing::deserialize(serde_json::Value::Object(listing))
+            .map_err(D::Error::custom)?;
+        Ok((listing, rest))
+    }
+}
+
+/// `POST /api/marketplace/cards`: a listing and the team behind it, in one JSON object.
+#[derive(Debug, Clone, Serialize)]
+pub struct NewCard {
+    /// What is listed.
+    #[serde(flatten)]
+    pub listing: CardListing,
+    /// Who owns it.
+    #[serde(flatten)]
+    pub owner: CardOwner,
+}
+
+impl<'de> Deserialize<'de> for NewCard {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let (listing, owner) = CardListing::split_from(deserializer)?;
+        Ok(NewCard { listing, owner })
+    }
+}
+
+/// The part of [`NewCard`] that is the team's.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CardOwner {
     /// The team that owns it; the caller must be one of its owners.
     pub team: String,
     /// The wallet (`0x` and 40 hex digits) its payments settle to on chain; `None`: ledger only.
     #[serde(default)]
     pub owner_wallet: Option<String>,
-    /// The judge that does the scoring.
-    pub judge: JudgeBackend,
     /// The key an `openai` judge's endpoint needs, sealed at rest and never returned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
@@ -282,4 +340,46 @@ pub struct BudgetView {
     pub available: MicroUsdc,
     /// Oldest first.
     pub points: Vec<BudgetPoint>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CARD: &str = r#"{"slug": "vet-2", "name": "Vet", "specialties": ["health"],
+        "price": 5000, "judge": {"kind": "rubric", "lens": "Health"}, "team": "clinic",
+        "owner_wallet": "0x00000000000000000000000000000000000000aa"}"#;
+
+    #[test]
+    fn a_new_card_reads_its_listing_and_its_owner_from_one_object() {
+        let card: NewCard = serde_json::from_str(CARD).unwrap();
+        assert_eq!(card.listing.slug, "vet-2");
+        assert_eq!(card.listing.description, "");
+        assert_eq!(card.listing.price, MicroUsdc(5000));
+        assert_eq!(
+            card.listing.judge,
+            JudgeBackend::Rubric {
+                lens: Some(crate::cats::CareCategory::Health)
+            }
+        );
+        assert_eq!(card.owner.team, "clinic");
+        assert_eq!(card.owner.api_key, None);
+        let again: NewCard = serde_json::from_value(serde_json::to_value(&card).unwrap()).unwrap();
+        assert_eq!(again.listing, card.listing);
+        assert_eq!(again.owner.owner_wallet, card.owner.owner_wallet);
+    }
+
+    #[test]
+    fn a_misspelt_key_on_either_side_is_refused() {
+        for (right, wrong) in [
+            ("\"specialties\"", "\"specialities\""),
+            ("\"team\"", "\"teem\""),
+        ] {
+            let text = CARD.replace(right, wrong);
+            let err = serde_json::from_str::<NewCard>(&text)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(&wrong[1..wrong.len() - 1]), "{err}");
+        }
+    }
 }

@@ -111,19 +111,60 @@ pub async fn game(
             return Ok(None);
         }
     }
-    let row = sqlx::query_as!(
+    let rows = select_games(
+        &mut *conn,
+        Selection {
+            id: Some(id),
+            all: true,
+            user: None,
+            team: None,
+            public_only: false,
+            limit: 1,
+        },
+    )
+    .await?;
+    rows.into_iter().next().map(GameRow::try_from).transpose()
+}
+
+/// Which games one SELECT returns: one by id, or the newest of a viewer's.
+struct Selection {
+    /// Only this game.
+    id: Option<i64>,
+    /// Every owner's games, not only `user`'s and `team`'s.
+    all: bool,
+    user: Option<i64>,
+    team: Option<i64>,
+    /// Only games anyone may watch.
+    public_only: bool,
+    limit: i64,
+}
+
+/// The one query that reads `chess_games` rows with their derived columns. A known `id` makes
+/// the planner's custom plan a primary-key lookup.
+async fn select_games<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    which: Selection,
+) -> Result<Vec<GameRecord>, StoreError> {
+    Ok(sqlx::query_as!(
         GameRecord,
         r#"SELECT g.id, g.owner_user, g.owner_team, g.agent_side, g.start_fen, g.fen,
                   g.policy_version, g.result, g.end_reason, g.game_return,
                   to_char(g.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "created!",
                   (SELECT count(*) FROM chess_moves m WHERE m.game_id = g.id) AS "plies!",
                   g.public
-           FROM chess_games g WHERE g.id = $1"#,
-        id
+           FROM chess_games g
+           WHERE ($1::bigint IS NULL OR g.id = $1)
+             AND ($2 OR g.owner_user = $3 OR g.owner_team = $4) AND (g.public OR NOT $5)
+           ORDER BY g.id DESC LIMIT $6"#,
+        which.id,
+        which.all,
+        which.user,
+        which.team,
+        which.public_only,
+        which.limit
     )
-    .fetch_optional(&mut *conn)
-    .await?;
-    row.map(GameRow::try_from).transpose()
+    .fetch_all(db)
+    .await?)
 }
 
 /// The newest `limit` games of `user` or `team` (every game when `all`); only public ones when
@@ -136,23 +177,17 @@ pub async fn list_games(
     public_only: bool,
     limit: i64,
 ) -> Result<Vec<GameSummary>, StoreError> {
-    let rows = sqlx::query_as!(
-        GameRecord,
-        r#"SELECT g.id, g.owner_user, g.owner_team, g.agent_side, g.start_fen, g.fen,
-                  g.policy_version, g.result, g.end_reason, g.game_return,
-                  to_char(g.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS "created!",
-                  (SELECT count(*) FROM chess_moves m WHERE m.game_id = g.id) AS "plies!",
-                  g.public
-           FROM chess_games g
-           WHERE ($1 OR g.owner_user = $2 OR g.owner_team = $3) AND (g.public OR NOT $4)
-           ORDER BY g.id DESC LIMIT $5"#,
-        all,
-        user,
-        team,
-        public_only,
-        limit
+    let rows = select_games(
+        db,
+        Selection {
+            id: None,
+            all,
+            user,
+            team,
+            public_only,
+            limit,
+        },
     )
-    .fetch_all(db)
     .await?;
     rows.into_iter()
         .map(|row| {

@@ -5,107 +5,14 @@ pub mod store;
 
 pub use self::store::record_evaluation;
 
-use lachesis_shared::cats::CareCategory;
 use lachesis_shared::ledger::{AccountKind, MicroUsdc};
-use lachesis_shared::marketplace::{AgentCard, JudgeBackend, NewCard, UpdateCard};
+use lachesis_shared::marketplace::{AgentCard, CardListing, JudgeBackend, NewCard, UpdateCard};
 use sqlx::{PgConnection, PgPool};
 
 use super::outbound::check_team_url;
 use crate::app::AppError;
 use crate::ledger::Ledger;
 use crate::ledger::queries::create_card_owner_account;
-
-/// One of the platform's cards.
-struct BuiltinCard {
-    slug: &'static str,
-    name: &'static str,
-    description: &'static str,
-    specialties: &'static [&'static str],
-    price: i64,
-    judge: fn() -> JudgeBackend,
-}
-
-const JUDGE_PROMPT: &str = "You judge a caretaker's reply to a cat. Read the behaviors the cat \
-    showed, decide what the cat needs, and judge whether the reply meets that need with concrete \
-    actions. Think briefly, then end with \\boxed{score}, a number from 0 to 1.";
-
-/// Six specialties, prices from 0.001 to 0.02 USDC. The rubric cards need no LLM; the two model
-/// cards judge with the embedded model.
-const BUILTIN: &[BuiltinCard] = &[
-    BuiltinCard {
-        slug: "panel-chair",
-        name: "Panel Chair",
-        description: "Reads every need closely against the full care rubric. The most reliable \
-                      card, and the dearest rubric.",
-        specialties: &["nutrition", "health", "comfort", "safety", "enrichment"],
-        price: 12_000,
-        judge: || JudgeBackend::Rubric { lens: None },
-    },
-    BuiltinCard {
-        slug: "feline-vet",
-        name: "Feline Vet",
-        description: "Health first: grooming, dental care, check-ups, illness. Rough on anything \
-                      else.",
-        specialties: &["health"],
-        price: 6_000,
-        judge: || JudgeBackend::Rubric {
-            lens: Some(CareCategory::Health),
-        },
-    },
-    BuiltinCard {
-        slug: "nutritionist",
-        name: "Cat Nutritionist",
-        description: "Food, water, treats and special diets.",
-        specialties: &["nutrition"],
-        price: 4_000,
-        judge: || JudgeBackend::Rubric {
-            lens: Some(CareCategory::Nutrition),
-        },
-    },
-    BuiltinCard {
-        slug: "safety-inspector",
-        name: "Safety Inspector",
-        description: "Hazards, toxic plants, escapes, a secure territory.",
-        specialties: &["safety"],
-        price: 3_000,
-        judge: || JudgeBackend::Rubric {
-            lens: Some(CareCategory::Safety),
-        },
-    },
-    BuiltinCard {
-        slug: "play-therapist",
-        name: "Play Therapist",
-        description: "Play, stimulation, scratching, company; comfort as a second subject.",
-        specialties: &["enrichment", "comfort"],
-        price: 2_000,
-        judge: || JudgeBackend::Rubric {
-            lens: Some(CareCategory::Enrichment),
-        },
-    },
-    BuiltinCard {
-        slug: "llm-generalist",
-        name: "LLM Generalist",
-        description: "The embedded language model, asked for a score with a short reason.",
-        specialties: &["clarity", "reasoning"],
-        price: 1_000,
-        judge: || JudgeBackend::Embedded {
-            system_prompt: JUDGE_PROMPT.to_string(),
-        },
-    },
-    BuiltinCard {
-        slug: "llm-rigorous",
-        name: "LLM Rigorous Reviewer",
-        description: "The embedded model with strict standards: concrete, safe, complete actions \
-                      only.",
-        specialties: &["reasoning", "safety"],
-        price: 20_000,
-        judge: || JudgeBackend::Embedded {
-            system_prompt: format!(
-                "{JUDGE_PROMPT} Be strict: vague or unsafe advice scores below 0.3."
-            ),
-        },
-    },
-];
 
 /// The ledger account a platform card (the built-in ones and the operator's) is paid into.
 pub(super) async fn platform_card_account(
@@ -120,17 +27,13 @@ pub(super) async fn platform_card_account(
 /// Lists the platform's cards that are missing (idempotent; prices set later by an admin stay).
 pub async fn seed(db: &PgPool) -> anyhow::Result<()> {
     let ledger = Ledger::new(db.clone());
-    for card in BUILTIN {
-        let account = platform_card_account(&ledger, card.slug).await?;
-        let judge = serde_json::to_value((card.judge)())?;
+    for card in super::operator::builtin_cards()? {
+        let account = platform_card_account(&ledger, &card.listing.slug).await?;
+        let judge = serde_json::to_value(&card.listing.judge)?;
         store::insert_builtin(
             db,
-            store::PlatformCardRow {
-                slug: card.slug,
-                name: card.name,
-                description: card.description,
-                specialties: card.specialties,
-                price: card.price,
+            store::CardRow {
+                listing: &card.listing,
                 account: account.0,
                 judge,
             },
@@ -185,13 +88,16 @@ pub(super) fn validate(
     Ok(())
 }
 
-/// Checks a card's name, description, specialties and judge; the judge as stored.
-pub(super) fn validate_listing(
-    name: &str,
-    description: &str,
-    specialties: &[String],
-    judge: &JudgeBackend,
-) -> Result<serde_json::Value, AppError> {
+/// Checks a card's listing, its slug and price included; the judge as stored.
+pub(super) fn validate_listing(listing: &CardListing) -> Result<serde_json::Value, AppError> {
+    validate(&listing.slug, Some(listing.price), None)?;
+    let CardListing {
+        name,
+        description,
+        specialties,
+        judge,
+        ..
+    } = listing;
     if name.trim().is_empty() || name.len() > 80 || description.len() > 1000 {
         return Err(AppError::Invalid(
             "a name is 1-80 characters, a description at most 1000".into(),
@@ -275,47 +181,48 @@ pub async fn create(
     sealed_key: Option<Vec<u8>>,
     listing_limit: i64,
 ) -> Result<AgentCard, AppError> {
-    validate(&card.slug, Some(card.price), card.owner_wallet.as_deref())?;
-    let judge = validate_listing(
-        &card.name,
-        &card.description,
-        &card.specialties,
-        &card.judge,
-    )?;
-    let wallet = card.owner_wallet.as_deref().map(str::to_ascii_lowercase);
+    let listing = &card.listing;
+    let judge = validate_listing(listing)?;
+    validate(&listing.slug, None, card.owner.owner_wallet.as_deref())?;
+    let wallet = card
+        .owner
+        .owner_wallet
+        .as_deref()
+        .map(str::to_ascii_lowercase);
     // The card and its account are created together or not at all, so this inserts the account
     // in the transaction itself (`Ledger::account` would reuse an existing one of that name).
     let mut tx = db.begin().await?;
     lock_team_listing(&mut tx, team, listing_limit).await?;
     let account = create_card_owner_account(
         &mut tx,
-        &format!("card/{}", card.slug),
+        &format!("card/{}", listing.slug),
         team,
         wallet.as_deref(),
     )
     .await?
-    .ok_or_else(|| AppError::Conflict(format!("a card {:?} exists", card.slug)))?;
+    .ok_or_else(|| AppError::Conflict(format!("a card {:?} exists", listing.slug)))?;
     let inserted = store::insert_team_card(
         &mut tx,
         store::TeamCardRow {
-            slug: &card.slug,
-            name: card.name.trim(),
-            description: &card.description,
-            specialties: &card.specialties,
-            price: card.price.0,
+            card: store::CardRow {
+                listing,
+                account: account.0,
+                judge,
+            },
             team,
             wallet: wallet.as_deref(),
-            account: account.0,
-            judge,
             sealed_key,
         },
     )
     .await?;
     if !inserted {
-        return Err(AppError::Conflict(format!("a card {:?} exists", card.slug)));
+        return Err(AppError::Conflict(format!(
+            "a card {:?} exists",
+            listing.slug
+        )));
     }
     tx.commit().await?;
-    Ok(find(db, &card.slug).await?.2)
+    Ok(find(db, &listing.slug).await?.2)
 }
 
 /// Holds the team's row until the transaction ends (two listings at once are counted one after
@@ -354,20 +261,32 @@ mod tests {
 
     #[test]
     fn the_builtin_cards_span_specialties_and_prices() {
-        assert!(BUILTIN.len() >= 6);
-        let mut prices: Vec<i64> = BUILTIN.iter().map(|c| c.price).collect();
+        let cards = super::super::operator::builtin_cards().unwrap();
+        assert!(cards.len() >= 6);
+        let mut prices: Vec<i64> = cards.iter().map(|c| c.listing.price.0).collect();
         prices.sort_unstable();
         prices.dedup();
-        assert_eq!(prices.len(), BUILTIN.len(), "every card has its own price");
-        let mut specialties: Vec<&str> = BUILTIN
+        assert_eq!(prices.len(), cards.len(), "every card has its own price");
+        let mut specialties: Vec<&str> = cards
             .iter()
-            .flat_map(|c| c.specialties.iter().copied())
+            .flat_map(|c| c.listing.specialties.iter().map(String::as_str))
             .collect();
         specialties.sort_unstable();
         specialties.dedup();
         assert!(specialties.len() >= 6, "{specialties:?}");
-        for card in BUILTIN {
-            validate(card.slug, Some(MicroUsdc(card.price)), None).unwrap();
+        for card in &cards {
+            validate_listing(&card.listing).unwrap();
         }
+        let generalist = cards.iter().find(|c| c.listing.slug == "llm-generalist");
+        assert_eq!(
+            generalist.map(|c| &c.listing.judge),
+            Some(&JudgeBackend::Embedded {
+                system_prompt: "You judge a caretaker's reply to a cat. Read the behaviors the \
+                                cat showed, decide what the cat needs, and judge whether the \
+                                reply meets that need with concrete actions. Think briefly, then \
+                                end with \\boxed{score}, a number from 0 to 1."
+                    .into()
+            })
+        );
     }
 }

@@ -18,31 +18,50 @@
 //! ```
 
 use anyhow::{Context, bail};
-use lachesis_shared::ledger::MicroUsdc;
-use lachesis_shared::marketplace::JudgeBackend;
+use lachesis_shared::marketplace::{CardListing, JudgeBackend};
 use serde::Deserialize;
 use sqlx::PgPool;
 
-use super::cards::{platform_card_account, store, validate, validate_listing};
+use super::cards::{platform_card_account, store, validate_listing};
 use crate::ledger::Ledger;
 
-/// One `[[judge_cards]]` entry.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One `[[judge_cards]]` entry: a listing, and whether it is offered.
+#[derive(Debug, Clone, PartialEq)]
 pub struct OperatorCard {
-    pub slug: String,
-    pub name: String,
-    #[serde(default)]
-    pub description: String,
-    pub specialties: Vec<String>,
-    pub price: MicroUsdc,
-    #[serde(default = "listed_by_default")]
+    pub listing: CardListing,
     pub listed: bool,
-    pub judge: JudgeBackend,
+}
+
+impl<'de> Deserialize<'de> for OperatorCard {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Offer {
+            #[serde(default = "listed_by_default")]
+            listed: bool,
+        }
+        let (listing, offer) = CardListing::split_from::<_, Offer>(deserializer)?;
+        Ok(OperatorCard {
+            listing,
+            listed: offer.listed,
+        })
+    }
 }
 
 fn listed_by_default() -> bool {
     true
+}
+
+/// The platform's own cards, written in the operator's format.
+pub fn builtin_cards() -> anyhow::Result<Vec<OperatorCard>> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct File {
+        judge_cards: Vec<OperatorCard>,
+    }
+    let file: File = toml::from_str(include_str!("builtin_cards.toml"))
+        .context("the built-in judge cards (builtin_cards.toml)")?;
+    Ok(file.judge_cards)
 }
 
 /// Checks the cards as the API checks a team's (but for the judge's reach), so that a bad file
@@ -50,21 +69,11 @@ fn listed_by_default() -> bool {
 pub fn check(cards: &[OperatorCard]) -> anyhow::Result<()> {
     let mut seen = std::collections::HashSet::new();
     for card in cards {
-        validate(&card.slug, Some(card.price), None)
-            .and_then(|()| {
-                validate_listing(
-                    &card.name,
-                    &card.description,
-                    &card.specialties,
-                    &card.judge,
-                )
-            })
-            .with_context(|| format!("judge card {:?} in the config file", card.slug))?;
-        if !seen.insert(card.slug.as_str()) {
-            bail!(
-                "judge card {:?} appears twice in the config file",
-                card.slug
-            );
+        let slug = &card.listing.slug;
+        validate_listing(&card.listing)
+            .with_context(|| format!("judge card {slug:?} in the config file"))?;
+        if !seen.insert(slug.as_str()) {
+            bail!("judge card {slug:?} appears twice in the config file");
         }
     }
     Ok(())
@@ -75,16 +84,13 @@ pub fn check(cards: &[OperatorCard]) -> anyhow::Result<()> {
 pub async fn apply(db: &PgPool, cards: &[OperatorCard]) -> anyhow::Result<()> {
     let ledger = Ledger::new(db.clone());
     for card in cards {
-        let account = platform_card_account(&ledger, &card.slug).await?;
-        let judge = serde_json::to_value(&card.judge)?;
+        let slug = &card.listing.slug;
+        let account = platform_card_account(&ledger, slug).await?;
+        let judge = serde_json::to_value(&card.listing.judge)?;
         let written = store::upsert_operator_card(
             db,
-            store::PlatformCardRow {
-                slug: &card.slug,
-                name: card.name.trim(),
-                description: &card.description,
-                specialties: &card.specialties,
-                price: card.price.0,
+            store::CardRow {
+                listing: &card.listing,
                 account: account.0,
                 judge,
             },
@@ -93,18 +99,17 @@ pub async fn apply(db: &PgPool, cards: &[OperatorCard]) -> anyhow::Result<()> {
         .await?;
         if !written {
             bail!(
-                "judge card {:?} in the config file: a team's card has that slug; choose another",
-                card.slug
+                "judge card {slug:?} in the config file: a team's card has that slug; choose another"
             );
         }
         if let JudgeBackend::Openai {
             api_key_env: Some(variable),
             ..
-        } = &card.judge
+        } = &card.listing.judge
             && std::env::var_os(variable).is_none()
         {
             tracing::warn!(
-                card = %card.slug, %variable,
+                card = %slug, %variable,
                 "the judge card's key variable is not set: its endpoint is called without a key"
             );
         }
@@ -115,6 +120,7 @@ pub async fn apply(db: &PgPool, cards: &[OperatorCard]) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lachesis_shared::ledger::MicroUsdc;
 
     #[derive(Deserialize)]
     struct File {
@@ -144,9 +150,9 @@ mod tests {
         let cards = parse(CARD).unwrap();
         assert_eq!(cards.len(), 1);
         assert!(cards[0].listed);
-        assert_eq!(cards[0].price, MicroUsdc(15_000));
+        assert_eq!(cards[0].listing.price, MicroUsdc(15_000));
         assert!(matches!(
-            &cards[0].judge,
+            &cards[0].listing.judge,
             JudgeBackend::Openai { api_key_env: Some(v), .. } if v == "FRONTIER_KEY"
         ));
         check(&cards).unwrap();
@@ -156,6 +162,10 @@ mod tests {
     fn unknown_keys_bad_prices_and_twins_are_refused() {
         let inline_key = CARD.replace("price = 15000", "price = 15000\napi_key = \"sk-inline\"");
         assert!(parse(&inline_key).is_err());
+        let misspelt = CARD.replace("specialties", "specialities");
+        assert!(parse(&misspelt).is_err());
+        let unlisted = CARD.replace("price = 15000", "price = 15000\nlisted = false");
+        assert!(!parse(&unlisted).unwrap()[0].listed);
         let dear = parse(&CARD.replace("15000", "500000000")).unwrap();
         assert!(check(&dear).is_err());
         let nameless = parse(&CARD.replace("Frontier Judge", " ")).unwrap();

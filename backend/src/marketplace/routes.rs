@@ -98,10 +98,10 @@ async fn create(
     Writer(viewer): Writer,
     Body(card): Body<NewCard>,
 ) -> Result<Json<AgentCard>, AppError> {
-    let team = managing_team(&state, &viewer, &card.team).await?;
-    super::cards::check_team_judge(&card.judge).await?;
-    super::cards::check_human_queue(&state.db, team, &card.judge).await?;
-    let sealed_key = match (&card.api_key, &card.judge) {
+    let team = managing_team(&state, &viewer, &card.owner.team).await?;
+    super::cards::check_team_judge(&card.listing.judge).await?;
+    super::cards::check_human_queue(&state.db, team, &card.listing.judge).await?;
+    let sealed_key = match (&card.owner.api_key, &card.listing.judge) {
         (None, _) => None,
         (Some(_), judge) if !matches!(judge, JudgeBackend::Openai { .. }) => {
             return Err(AppError::Invalid(
@@ -118,7 +118,7 @@ async fn create(
             })?;
             Some(
                 secrets
-                    .seal(&card.slug, key)
+                    .seal(&card.listing.slug, key)
                     .map_err(|e| AppError::Invalid(e.to_string()))?,
             )
         }

@@ -2,25 +2,19 @@
 //! ledger accounts are the ledger's ([`crate::ledger::queries`]).
 
 use lachesis_shared::ledger::MicroUsdc;
-use lachesis_shared::marketplace::{AgentCard, CardStats, JudgeBackend};
+use lachesis_shared::marketplace::{AgentCard, CardListing, CardStats, JudgeBackend};
 use sqlx::{PgConnection, PgPool};
 
-/// A platform card's fields as stored (the built-in ones and the operator's).
-pub struct PlatformCardRow<'a, S> {
-    pub slug: &'a str,
-    pub name: &'a str,
-    pub description: &'a str,
-    pub specialties: &'a [S],
-    pub price: i64,
+/// A card's listing as stored: its fields, the ledger account it is paid into and its judge as
+/// JSON (checked by the caller). Names are stored trimmed.
+pub struct CardRow<'a> {
+    pub listing: &'a CardListing,
     pub account: i64,
     pub judge: serde_json::Value,
 }
 
 /// Lists a built-in card unless a card of that slug exists (prices set later by an admin stay).
-pub async fn insert_builtin(
-    db: &PgPool,
-    card: PlatformCardRow<'_, &str>,
-) -> Result<(), sqlx::Error> {
+pub async fn insert_builtin(db: &PgPool, card: CardRow<'_>) -> Result<(), sqlx::Error> {
     write_platform_card(db, card, true, false).await?;
     Ok(())
 }
@@ -29,7 +23,7 @@ pub async fn insert_builtin(
 /// team's card holds the slug (then nothing is written).
 pub async fn upsert_operator_card(
     db: &PgPool,
-    card: PlatformCardRow<'_, String>,
+    card: CardRow<'_>,
     listed: bool,
 ) -> Result<bool, sqlx::Error> {
     write_platform_card(db, card, listed, true).await
@@ -37,13 +31,13 @@ pub async fn upsert_operator_card(
 
 /// Inserts a platform card; a card of that slug is brought up to date only with `replace` and
 /// only when it is the platform's (no team owns it). `true` when a row was written.
-async fn write_platform_card<S: AsRef<str>>(
+async fn write_platform_card(
     db: &PgPool,
-    card: PlatformCardRow<'_, S>,
+    card: CardRow<'_>,
     listed: bool,
     replace: bool,
 ) -> Result<bool, sqlx::Error> {
-    let specialties: Vec<&str> = card.specialties.iter().map(AsRef::as_ref).collect();
+    let listing = card.listing;
     let written = sqlx::query!(
         "INSERT INTO agent_cards (slug, name, description, specialties, price, account_id,
                                   judge, listed)
@@ -53,11 +47,11 @@ async fn write_platform_card<S: AsRef<str>>(
                  specialties = excluded.specialties, price = excluded.price,
                  judge = excluded.judge, listed = excluded.listed
              WHERE $9 AND agent_cards.owner_team IS NULL",
-        card.slug,
-        card.name,
-        card.description,
-        &specialties as &[&str],
-        card.price,
+        listing.slug,
+        listing.name.trim(),
+        listing.description,
+        listing.specialties.as_slice(),
+        listing.price.0,
         card.account,
         card.judge,
         listed,
@@ -181,17 +175,12 @@ pub async fn find(db: &PgPool, slug: &str) -> Result<Option<StoredCard>, sqlx::E
     Ok(cards(db, Some(slug), true).await?.into_iter().next())
 }
 
-/// A team's new card as stored, its fields already checked.
+/// A team's new card as stored.
 pub struct TeamCardRow<'a> {
-    pub slug: &'a str,
-    pub name: &'a str,
-    pub description: &'a str,
-    pub specialties: &'a [String],
-    pub price: i64,
+    pub card: CardRow<'a>,
     pub team: i64,
+    /// Lowercase.
     pub wallet: Option<&'a str>,
-    pub account: i64,
-    pub judge: serde_json::Value,
     pub sealed_key: Option<Vec<u8>>,
 }
 
@@ -205,15 +194,15 @@ pub async fn insert_team_card(
                                   owner_wallet, account_id, judge, judge_key)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (slug) DO NOTHING",
     )
-    .bind(card.slug)
-    .bind(card.name)
-    .bind(card.description)
-    .bind(card.specialties)
-    .bind(card.price)
+    .bind(&card.card.listing.slug)
+    .bind(card.card.listing.name.trim())
+    .bind(&card.card.listing.description)
+    .bind(&card.card.listing.specialties)
+    .bind(card.card.listing.price.0)
     .bind(card.team)
     .bind(card.wallet)
-    .bind(card.account)
-    .bind(card.judge)
+    .bind(card.card.account)
+    .bind(card.card.judge)
     .bind(card.sealed_key)
     .execute(conn)
     .await?;
