@@ -122,44 +122,48 @@ impl Default for InferenceLimits {
     }
 }
 
+/// Replaces a default with the value given by a flag or variable, if any.
+fn given<T>(slot: &mut T, value: Option<T>) {
+    if let Some(value) = value {
+        *slot = value;
+    }
+}
+
 impl InferenceLimits {
     pub fn resolve(args: &InferenceLimitArgs) -> anyhow::Result<Self> {
-        let defaults = Self::default();
-        let tokens_per_minute = args
-            .inference_tokens_per_minute
-            .unwrap_or(defaults.tokens_per_minute);
-        let limits = Self {
-            max_n: args.inference_max_n.unwrap_or(defaults.max_n),
-            kv_budget_bytes: args
-                .inference_kv_budget_mib
-                .map_or(defaults.kv_budget_bytes, |mib| mib.saturating_mul(MIB)),
-            max_stop_strings: args.inference_max_stop.unwrap_or(defaults.max_stop_strings),
-            max_stop_bytes: args
-                .inference_max_stop_bytes
-                .unwrap_or(defaults.max_stop_bytes),
-            tokens_per_minute,
-            burst_tokens: args.inference_burst_tokens.unwrap_or(tokens_per_minute),
-            quota_callers: args
-                .inference_quota_callers
-                .unwrap_or(defaults.quota_callers),
-            max_in_flight: args
-                .inference_max_in_flight
-                .unwrap_or(defaults.max_in_flight),
-            per_caller: args.inference_per_caller.unwrap_or(defaults.per_caller),
-            max_tools: args.inference_max_tools.unwrap_or(defaults.max_tools),
-            max_tool_schema_bytes: args
-                .inference_max_tool_schema_bytes
-                .unwrap_or(defaults.max_tool_schema_bytes),
-            max_lora_adapters: args
-                .inference_max_lora_adapters
-                .unwrap_or(defaults.max_lora_adapters),
-            max_weights_bytes: args
-                .inference_max_weights_mib
-                .map_or(defaults.max_weights_bytes, |mib| mib.saturating_mul(MIB)),
-            per_caller_applies: false,
-            quotas: Arc::default(),
-            running: defaults.running,
-        };
+        let mut limits = Self::default();
+        let mib = |given: Option<u64>| given.map(|mib| mib.saturating_mul(MIB));
+        given(&mut limits.max_n, args.inference_max_n);
+        given(
+            &mut limits.kv_budget_bytes,
+            mib(args.inference_kv_budget_mib),
+        );
+        given(&mut limits.max_stop_strings, args.inference_max_stop);
+        given(&mut limits.max_stop_bytes, args.inference_max_stop_bytes);
+        given(
+            &mut limits.tokens_per_minute,
+            args.inference_tokens_per_minute,
+        );
+        // A minute's worth unless given: the burst follows the rate.
+        limits.burst_tokens = args
+            .inference_burst_tokens
+            .unwrap_or(limits.tokens_per_minute);
+        given(&mut limits.quota_callers, args.inference_quota_callers);
+        given(&mut limits.max_in_flight, args.inference_max_in_flight);
+        given(&mut limits.per_caller, args.inference_per_caller);
+        given(&mut limits.max_tools, args.inference_max_tools);
+        given(
+            &mut limits.max_tool_schema_bytes,
+            args.inference_max_tool_schema_bytes,
+        );
+        given(
+            &mut limits.max_lora_adapters,
+            args.inference_max_lora_adapters,
+        );
+        given(
+            &mut limits.max_weights_bytes,
+            mib(args.inference_max_weights_mib),
+        );
         limits.check()?;
         Ok(limits)
     }
