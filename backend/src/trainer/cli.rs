@@ -63,12 +63,10 @@ pub struct RunArgs {
     pub run: String,
     #[arg(long, default_value = "grpo")]
     pub variant: Variant,
-    /// What each token's importance ratio is taken against: `trainer` (the trained model's own
-    /// before the step, as TRL does: with one pass per batch nothing is clipped) or `inference`
-    /// (the sampling engine's logprobs, where the rollout sent them). On SmolLM2-135M's
-    /// arithmetic, `trainer` gained 0.28 in 20 steps over 3 seeds, `inference` 0.17: the
-    /// quantized engine's disagreement with the f32 trainer clipped 2-9% of tokens a step.
-    #[arg(long, default_value = "trainer")]
+    /// What each token's importance ratio is taken against: `inference` (the sampling engine's
+    /// logprobs, where the rollout sent them) or `trainer` (the trained model's own before the
+    /// step, as TRL does: with one pass per batch nothing is clipped).
+    #[arg(long, default_value = "inference")]
     pub ratio_base: RatioBase,
     #[arg(long, default_value_t = 1e-5)]
     pub lr: f64,
