@@ -22,6 +22,7 @@ use serde::Deserialize;
 use super::battles_file::{ParseOptions, parse_battles};
 use super::bootstrap::{BootstrapOptions, leaderboard};
 use super::ratings::{ELO_OFFSET, FitOptions, Outcome, fit_bradley_terry};
+use crate::bench::python_peer::{PythonPeerArgs, PythonPeerDefaults};
 
 /// Share of simulated battles that end in a tie or both-bad (split evenly), about what the public
 /// Chatbot Arena data has.
@@ -47,16 +48,16 @@ pub struct ArenaBenchArgs {
     /// Seed of the simulation and of both bootstraps.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// A Python with numpy and scikit-learn (`scripts/ensure-arena-ref.sh` prints one).
-    #[arg(
-        long,
-        env = "LACHESIS_ARENA_PYTHON",
-        default_value = ".venv/arena-ref/bin/python"
-    )]
-    pub python: PathBuf,
-    /// The Python reference script.
-    #[arg(long, default_value = "scripts/bench_arena.py")]
-    pub script: PathBuf,
+    /// FastChat's ratings in Python (`--python`, `--script`).
+    #[command(flatten)]
+    pub reference: PythonPeerArgs<Self>,
+}
+
+impl PythonPeerDefaults for ArenaBenchArgs {
+    const PYTHON_ENV: &'static str = "LACHESIS_ARENA_PYTHON";
+    const PYTHON: &'static str = ".venv/arena-ref/bin/python";
+    const PYTHON_HELP: &'static str = "A Python with numpy and scikit-learn";
+    const SCRIPT: &'static str = "scripts/bench_arena.py";
 }
 
 /// The figures of one run.
@@ -243,8 +244,8 @@ fn write_battles(path: &Path, strengths: &[f64], votes: usize, seed: u64) -> any
 }
 
 fn run_python(args: &ArenaBenchArgs, battles: &Path) -> anyhow::Result<PythonResult> {
-    let out = Command::new(&args.python)
-        .arg(&args.script)
+    let out = Command::new(&args.reference.python)
+        .arg(&args.reference.script)
         .arg(battles)
         .arg("--rounds")
         .arg(args.python_rounds.to_string())
@@ -255,14 +256,14 @@ fn run_python(args: &ArenaBenchArgs, battles: &Path) -> anyhow::Result<PythonRes
             format!(
                 "cannot run {} (set --python or LACHESIS_ARENA_PYTHON; scripts/ensure-arena-ref.sh \
                  prints one)",
-                args.python.display()
+                args.reference.python.display()
             )
         })?;
     if !out.status.success() {
         bail!(
             "{} {} failed ({}): {}",
-            args.python.display(),
-            args.script.display(),
+            args.reference.python.display(),
+            args.reference.script.display(),
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
         );
@@ -270,7 +271,7 @@ fn run_python(args: &ArenaBenchArgs, battles: &Path) -> anyhow::Result<PythonRes
     serde_json::from_slice(&out.stdout).with_context(|| {
         format!(
             "unexpected output from {}: {}",
-            args.script.display(),
+            args.reference.script.display(),
             String::from_utf8_lossy(&out.stdout).trim()
         )
     })

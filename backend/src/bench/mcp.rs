@@ -8,7 +8,7 @@
 //! (`scripts/bench_mcp_client.py`) hands back its raw times, so the percentiles of both sides are
 //! computed here by one function. `--episodes N` also times the scripted solver (ours only).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -16,6 +16,7 @@ use anyhow::{Context, bail};
 use serde_json::{Map, Value};
 use tokio::process::{Child, Command};
 
+use super::python_peer::{PythonPeerArgs, PythonPeerDefaults};
 use crate::envs::EnvOptions;
 use crate::envs::mcp_tools::client::{Endpoint, McpConnection};
 use crate::envs::mcp_tools::sandbox::ServerPrograms;
@@ -37,16 +38,9 @@ pub struct McpBenchArgs {
     /// Untimed calls first, on each connection.
     #[arg(long, default_value_t = 50)]
     pub warmup: usize,
-    /// A Python with the official `mcp` SDK (the git server's venv has it).
-    #[arg(
-        long,
-        env = "LACHESIS_BENCH_PYTHON",
-        default_value = ".venv/mcp-git/bin/python"
-    )]
-    pub python: PathBuf,
-    /// The Python client script.
-    #[arg(long, default_value = "scripts/bench_mcp_client.py")]
-    pub client_script: PathBuf,
+    /// The official SDK's client (`--python`, `--client-script`).
+    #[command(flatten)]
+    pub sdk: PythonPeerArgs<Self>,
     /// Measure our client alone.
     #[arg(long)]
     pub no_python: bool,
@@ -59,6 +53,14 @@ pub struct McpBenchArgs {
     /// Limit for one client's calls on one transport, warm-up included, in seconds.
     #[arg(long, default_value_t = 300)]
     pub timeout_secs: u64,
+}
+
+impl PythonPeerDefaults for McpBenchArgs {
+    const PYTHON_ENV: &'static str = "LACHESIS_BENCH_PYTHON";
+    const PYTHON: &'static str = ".venv/mcp-git/bin/python";
+    const PYTHON_HELP: &'static str = "A Python with the official `mcp` SDK";
+    const SCRIPT: &'static str = "scripts/bench_mcp_client.py";
+    const SCRIPT_FLAG: &'static str = "client-script";
 }
 
 /// Figures for one client on one transport, from its raw round trips.
@@ -137,10 +139,10 @@ pub async fn run_mcp_bench(args: &McpBenchArgs) -> anyhow::Result<McpBenchReport
             server.display()
         );
     }
-    if !args.no_python && !args.python.exists() {
+    if !args.no_python && !args.sdk.python.exists() {
         bail!(
             "{} is missing: run scripts/ensure-mcp-servers.sh, pass --python, or use --no-python",
-            args.python.display()
+            args.sdk.python.display()
         );
     }
     let limit = Duration::from_secs(args.timeout_secs);
@@ -272,9 +274,9 @@ async fn python_round_trips(
     target: &[String],
     limit: Duration,
 ) -> anyhow::Result<(String, Vec<u64>, f64)> {
-    let mut command = Command::new(&args.python);
+    let mut command = Command::new(&args.sdk.python);
     command
-        .arg(&args.client_script)
+        .arg(&args.sdk.script)
         .args(["--transport", transport, "--tool", TOOL])
         .args(["--calls", &args.calls.to_string()])
         .args(["--warmup", &args.warmup.to_string()])
@@ -287,7 +289,7 @@ async fn python_round_trips(
         .kill_on_drop(true);
     let child = command
         .spawn()
-        .with_context(|| format!("starting {}", args.python.display()))?;
+        .with_context(|| format!("starting {}", args.sdk.python.display()))?;
     let group = child.id();
     let output = match tokio::time::timeout(limit, child.wait_with_output()).await {
         Ok(output) => output?,
@@ -301,7 +303,7 @@ async fn python_round_trips(
     if !output.status.success() {
         bail!(
             "{} exited with {}: {}",
-            args.client_script.display(),
+            args.sdk.script.display(),
             output.status,
             tail(&String::from_utf8_lossy(&output.stderr))
         );

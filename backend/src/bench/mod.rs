@@ -11,6 +11,7 @@ pub mod fanout;
 pub mod generate;
 pub mod mcp;
 pub mod protein;
+pub mod python_peer;
 
 use std::io::Write;
 use std::sync::Arc;
