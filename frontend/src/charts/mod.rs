@@ -13,12 +13,24 @@ use wasm_bindgen::JsCast;
 use scale::{Scale, band_path, extent, format_duration, format_tick, line_path, nearest};
 use series::{Series, smooth_points};
 
+/// The SVG's own coordinates (its `viewBox`).
 const WIDTH: f64 = 640.0;
 const HEIGHT: f64 = 220.0;
-const LEFT: f64 = 56.0;
-const RIGHT: f64 = 14.0;
-const TOP: f64 = 10.0;
-const BOTTOM: f64 = 26.0;
+/// Where the lines go: the left margin holds the y axis's labels, the bottom one the x axis's.
+const PLOT: PlotArea = PlotArea {
+    left: 56.0,
+    right: WIDTH - 14.0,
+    top: 10.0,
+    bottom: HEIGHT - 26.0,
+};
+
+/// A rectangle of the `viewBox`, by its edges (y grows downwards, so `top < bottom`).
+struct PlotArea {
+    left: f64,
+    right: f64,
+    top: f64,
+    bottom: f64,
+}
 
 /// What the x axis counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,8 +86,8 @@ fn layout(all: &[Series], x_axis: XAxis, smoothing: f64) -> Option<Layout> {
         XAxis::Step => scale::nice_ticks(x_lo, x_hi, 6),
     };
     let (y0, y1, y_ticks) = scale::nice_ticks(y_lo, y_hi, 4);
-    let x = Scale::new((x0, x1), (LEFT, WIDTH - RIGHT));
-    let y = Scale::new((y0, y1), (HEIGHT - BOTTOM, TOP));
+    let x = Scale::new((x0, x1), (PLOT.left, PLOT.right));
+    let y = Scale::new((y0, y1), (PLOT.bottom, PLOT.top));
     let x_step = x_ticks.get(1).map_or(1.0, |t| t - x_ticks[0]);
     let y_step = y_ticks.get(1).map_or(1.0, |t| t - y_ticks[0]);
     let x_ticks = x_ticks
@@ -167,7 +179,7 @@ pub fn LineChart(
         let px = (f64::from(ev.client_x()) - rect.left()) / rect.width() * WIDTH;
         let x = drawn.with_untracked(|d| {
             d.as_ref()
-                .filter(|_| (LEFT..=WIDTH - RIGHT).contains(&px))
+                .filter(|_| (PLOT.left..=PLOT.right).contains(&px))
                 .map(|d| d.x.invert(px))
         });
         hover.set(x);
@@ -187,8 +199,8 @@ pub fn LineChart(
             .iter()
             .map(|(py, label)| {
                 view! {
-                    <line class="grid" x1=LEFT x2={WIDTH - RIGHT} y1={*py} y2={*py} />
-                    <text class="tick" x={LEFT - 6.0} y={*py + 4.0} text-anchor="end">{label.clone()}</text>
+                    <line class="grid" x1={PLOT.left} x2={PLOT.right} y1={*py} y2={*py} />
+                    <text class="tick" x={PLOT.left - 6.0} y={*py + 4.0} text-anchor="end">{label.clone()}</text>
                 }
             })
             .collect_view();
@@ -197,7 +209,7 @@ pub fn LineChart(
             .iter()
             .map(|(px, label)| {
                 view! {
-                    <line class="grid" x1={*px} x2={*px} y1=TOP y2={HEIGHT - BOTTOM} />
+                    <line class="grid" x1={*px} x2={*px} y1={PLOT.top} y2={PLOT.bottom} />
                     <text class="tick" x={*px} y={HEIGHT - 8.0} text-anchor="middle">{label.clone()}</text>
                 }
             })
@@ -241,7 +253,7 @@ pub fn LineChart(
     let cursor = move || {
         let x = hover.get()?;
         let px = drawn.with(|d| d.as_ref().map(|d| d.x.map(x)))?;
-        Some(view! { <line class="cursor" x1=px x2=px y1=TOP y2={HEIGHT - BOTTOM} /> })
+        Some(view! { <line class="cursor" x1=px x2=px y1={PLOT.top} y2={PLOT.bottom} /> })
     };
 
     let legend = move || {
