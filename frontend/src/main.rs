@@ -2,12 +2,14 @@
 //!
 //! Rooms: [`app`] (shell, session, router), [`api`] (typed HTTP client), [`live`] (the WebSocket
 //! client), [`charts`] (SVG line charts), [`pages`] (one module per route), [`table`] (the data
-//! table every page lists things in), [`webgl`] (what the 3D views share), [`format`].
+//! table every page lists things in), [`button`] (a page's action button), [`webgl`] (what the 3D
+//! views share), [`format`].
 //! Pure logic (chart geometry, smoothing, merging of live events) is unit-tested natively by
 //! `cargo test --workspace`.
 
 mod api;
 mod app;
+mod button;
 mod charts;
 mod format;
 mod live;

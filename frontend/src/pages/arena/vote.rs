@@ -11,6 +11,7 @@ use super::{
 };
 use crate::api;
 use crate::app::Session;
+use crate::button::ActionButton;
 
 /// The longest reason a vote may carry (the server's limit).
 const REASON_MAX: usize = 1000;
@@ -111,15 +112,14 @@ pub fn ArenaPage() -> impl IntoView {
                         let href = format!("/arena/battles/{}", b.id);
                         view! { <A href=href>{format!("Battle #{}", b.id)}</A> }
                     }))}
-                    <button
-                        type="button"
-                        class=move || if battle.with(Option::is_none) || over() { "primary" } else { "" }
-                        data-testid="arena-new"
-                        disabled=move || busy.get()
-                        on:click=deal
+                    <ActionButton
+                        testid="arena-new"
+                        busy
+                        primary=move || !voting.get()
+                        on_click=deal
                     >
                         "New battle"
-                    </button>
+                    </ActionButton>
                 </div>
             </div>
             <nav class="inline arena-tabs">{arena_tabs("/arena", arena)}</nav>

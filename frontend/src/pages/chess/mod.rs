@@ -38,6 +38,7 @@ use leptos::task::spawn_local;
 use leptos_router::components::A;
 use leptos_router::hooks::use_navigate;
 
+use crate::button::ActionButton;
 use crate::table::DataTable;
 
 /// How many of the agent's weights the page lists (the largest by size).
@@ -169,21 +170,12 @@ pub fn ChessPage() -> impl IntoView {
                 "ratings)."
             </p>
             <div class="inline">
-                <button
-                    class="primary"
-                    data-testid="play-white"
-                    disabled=move || starting.get()
-                    on:click=play_white
-                >
+                <ActionButton testid="play-white" busy=starting primary=true on_click=play_white>
                     "Play as White"
-                </button>
-                <button
-                    data-testid="play-black"
-                    disabled=move || starting.get()
-                    on:click=play_black
-                >
+                </ActionButton>
+                <ActionButton testid="play-black" busy=starting on_click=play_black>
                     "Play as Black"
-                </button>
+                </ActionButton>
             </div>
         </section>
         <AgentCard agent />
