@@ -26,6 +26,30 @@ fn SendButton(
     }
 }
 
+/// A text field and its label, which names it by `id` (as do the browser tests): one line, or a
+/// box of `rows` lines.
+#[component]
+fn LabelledText(
+    id: &'static str,
+    label: &'static str,
+    placeholder: &'static str,
+    value: RwSignal<String>,
+    #[prop(optional)] rows: Option<u32>,
+) -> impl IntoView {
+    let field = match rows {
+        Some(rows) => view! {
+            <textarea id=id rows=rows placeholder=placeholder bind:value=value></textarea>
+        }
+        .into_any(),
+        None => view! { <input id=id type="text" placeholder=placeholder bind:value=value /> }
+            .into_any(),
+    };
+    view! {
+        <label for=id>{label}</label>
+        {field}
+    }
+}
+
 /// The caretaker's box: "send" to go on, "final answer" for the judge.
 #[component]
 pub fn CaretakerControls(
@@ -45,13 +69,13 @@ pub fn CaretakerControls(
     let empty = move || say.with(|s| s.trim().is_empty());
     view! {
         <div class="cat-controls">
-            <label for="cat-say">"Say or do something"</label>
-            <textarea
+            <LabelledText
                 id="cat-say"
-                rows="3"
+                label="Say or do something"
                 placeholder="e.g. I check the water bowl and offer fresh water"
-                bind:value=say
-            ></textarea>
+                value=say
+                rows=3
+            />
             <div class="inline">
                 <SendButton
                     disabled=Signal::derive(move || busy.get() || empty())
@@ -148,12 +172,11 @@ pub fn CatControls(
                 {options}
             </fieldset>
             <div class="inline">
-                <label for="cat-sound">"Sound (optional)"</label>
-                <input
+                <LabelledText
                     id="cat-sound"
-                    type="text"
+                    label="Sound (optional)"
                     placeholder="e.g. mrrp"
-                    bind:value=sound
+                    value=sound
                 />
                 <SendButton
                     disabled=Signal::derive(move || busy.get() || nothing())
