@@ -107,9 +107,7 @@ pub fn RunsPage() -> impl IntoView {
                 view! {
                     <p class="muted">
                         "No runs yet. A trainer creates one by registering ("
-                        <code>"POST /register"</code>
-                        " or "
-                        <code>"POST /runs/NAME/register"</code>
+                        <code>"POST /register"</code> " or " <code>"POST /runs/NAME/register"</code>
                         ")."
                     </p>
                 }
