@@ -11,7 +11,7 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Result, Tensor};
 use serde::Deserialize;
 
-use crate::llama::{Layer, Llama};
+use crate::llama::{Layer, Llama, LowRank, Projection};
 
 #[derive(Debug, Deserialize)]
 struct HfLlamaConfig {
@@ -55,14 +55,23 @@ impl Llama {
     /// the GGUF path); without, they stay dense f32 (exact, about 4x the memory traffic).
     pub fn from_safetensors(dir: &Path, context_cap: usize, quantize: bool) -> Result<Self> {
         let config = std::fs::read(dir.join("config.json"))?;
-        Self::from_hf_tensors(&config, read_tensors(dir)?, context_cap, quantize)
+        Self::from_hf_tensors(
+            &config,
+            read_tensors(dir)?,
+            HashMap::new(),
+            context_cap,
+            quantize,
+        )
     }
 
     /// Builds the model from a `config.json` body and tensors under Hugging Face's names, as the
     /// trainer holds them in memory: the in-process weight swap needs no round trip through disk.
+    /// `adapters` holds LoRA updates by the name of the matrix they apply to
+    /// (`model.layers.0.self_attn.q_proj.weight`); they stay in f32 when the base is quantized.
     pub fn from_hf_tensors(
         config_json: &[u8],
         mut tensors: HashMap<String, Tensor>,
+        adapters: HashMap<String, LowRank>,
         context_cap: usize,
         quantize: bool,
     ) -> Result<Self> {
@@ -94,19 +103,24 @@ impl Llama {
         let norm = take("model.norm.weight")?;
         let mut layers = Vec::with_capacity(config.num_hidden_layers);
         for i in 0..config.num_hidden_layers {
-            let mut get = |suffix: &str| take(&format!("model.layers.{i}.{suffix}.weight"));
+            let mut projection = |suffix: &str| -> Result<Projection> {
+                Ok(Projection::new(matmul(take(&format!(
+                    "model.layers.{i}.{suffix}.weight"
+                ))?)?))
+            };
             layers.push(Layer {
-                attn_norm: get("input_layernorm")?,
-                wq: matmul(get("self_attn.q_proj")?)?,
-                wk: matmul(get("self_attn.k_proj")?)?,
-                wv: matmul(get("self_attn.v_proj")?)?,
-                wo: matmul(get("self_attn.o_proj")?)?,
-                ffn_norm: get("post_attention_layernorm")?,
-                gate: matmul(get("mlp.gate_proj")?)?,
-                up: matmul(get("mlp.up_proj")?)?,
-                down: matmul(get("mlp.down_proj")?)?,
+                wq: projection("self_attn.q_proj")?,
+                wk: projection("self_attn.k_proj")?,
+                wv: projection("self_attn.v_proj")?,
+                wo: projection("self_attn.o_proj")?,
+                gate: projection("mlp.gate_proj")?,
+                up: projection("mlp.up_proj")?,
+                down: projection("mlp.down_proj")?,
+                attn_norm: take(&format!("model.layers.{i}.input_layernorm.weight"))?,
+                ffn_norm: take(&format!("model.layers.{i}.post_attention_layernorm.weight"))?,
             });
         }
+
         let context = config
             .max_position_embeddings
             .map_or(context_cap, |c| c.min(context_cap));
@@ -126,6 +140,7 @@ impl Llama {
                 context,
                 rope_interleaved: false,
             },
-        )
+        )?
+        .with_adapters(adapters)
     }
 }

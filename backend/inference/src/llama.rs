@@ -6,6 +6,8 @@
 //! across the `n` rows, and decoding runs as one batch; every position's logits are available, so
 //! prompt logprobs cost one pass. Weights are shared (`Arc`) between clones.
 
+use std::collections::HashMap;
+
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 use candle_core::{D, DType, Device, IndexOp, Module, Result, Tensor};
 use candle_transformers::utils::{build_causal_mask, repeat_kv};
@@ -19,17 +21,110 @@ const SLOW_ON_CPU: [GgmlDType; 4] = [
     GgmlDType::Q8_1,
 ];
 
+/// A LoRA adapter's update to one matrix, `x · Aᵀ · (scale · B)ᵀ`, kept in f32 beside the base:
+/// one copy of the base serves every adapter, and a merged matrix is never re-quantized with a
+/// large update's outliers widening its quantization steps.
+#[derive(Debug, Clone)]
+pub struct LowRank {
+    /// in × rank (PEFT's `lora_A`, transposed).
+    down: Tensor,
+    /// rank × out (PEFT's `lora_B` times the adapter's scale, transposed).
+    up: Tensor,
+}
+
+impl LowRank {
+    /// PEFT's layout: `a` is rank × in, `b` is out × rank; the update is `scale · B·A`.
+    pub fn new(a: &Tensor, b: &Tensor, scale: f64) -> Result<Self> {
+        let (rank, _) = a.dims2()?;
+        let (_, b_rank) = b.dims2()?;
+        if rank != b_rank {
+            candle_core::bail!("LoRA A has rank {rank}, B {b_rank}");
+        }
+        Ok(Self {
+            down: a.to_dtype(DType::F32)?.t()?.contiguous()?,
+            up: (b.to_dtype(DType::F32)? * scale)?.t()?.contiguous()?,
+        })
+    }
+
+    /// (in, out) of the matrix this update applies to.
+    fn dims(&self) -> Result<(usize, usize)> {
+        Ok((self.down.dim(0)?, self.up.dim(1)?))
+    }
+}
+
+/// One weight matrix as served: the (usually quantized) base, plus an adapter's update if any.
+#[derive(Debug, Clone)]
+pub(crate) struct Projection {
+    base: QMatMul,
+    adapter: Option<LowRank>,
+}
+
+impl Projection {
+    pub fn new(base: QMatMul) -> Self {
+        Self {
+            base,
+            adapter: None,
+        }
+    }
+
+    /// Applies `low_rank` beside the base (replacing any earlier adapter).
+    fn attach(&mut self, low_rank: LowRank) -> Result<()> {
+        let (out, input) = match &self.base {
+            QMatMul::QTensor(q) => q.shape().dims2()?,
+            QMatMul::Tensor(t) | QMatMul::TensorF16(t) => t.dims2()?,
+        };
+        if low_rank.dims()? != (input, out) {
+            candle_core::bail!(
+                "a LoRA update of {:?} (in, out) does not fit a {out} × {input} matrix",
+                low_rank.dims()?
+            );
+        }
+        self.adapter = Some(low_rank);
+        Ok(())
+    }
+}
+
+impl Module for Projection {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let y = self.base.forward(x)?;
+        match &self.adapter {
+            None => Ok(y),
+            Some(low_rank) => {
+                y + x
+                    .broadcast_matmul(&low_rank.down)?
+                    .broadcast_matmul(&low_rank.up)?
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct Layer {
     pub attn_norm: Tensor,
-    pub wq: QMatMul,
-    pub wk: QMatMul,
-    pub wv: QMatMul,
-    pub wo: QMatMul,
+    pub wq: Projection,
+    pub wk: Projection,
+    pub wv: Projection,
+    pub wo: Projection,
     pub ffn_norm: Tensor,
-    pub gate: QMatMul,
-    pub up: QMatMul,
-    pub down: QMatMul,
+    pub gate: Projection,
+    pub up: Projection,
+    pub down: Projection,
+}
+
+impl Layer {
+    /// The matrix Hugging Face names `model.layers.{i}.{module}.{projection}.weight`.
+    fn projection_mut(&mut self, module: &str, projection: &str) -> Option<&mut Projection> {
+        Some(match (module, projection) {
+            ("self_attn", "q_proj") => &mut self.wq,
+            ("self_attn", "k_proj") => &mut self.wk,
+            ("self_attn", "v_proj") => &mut self.wv,
+            ("self_attn", "o_proj") => &mut self.wo,
+            ("mlp", "gate_proj") => &mut self.gate,
+            ("mlp", "up_proj") => &mut self.up,
+            ("mlp", "down_proj") => &mut self.down,
+            _ => return None,
+        })
+    }
 }
 
 /// The numbers that shape a llama, whatever file it came from.
@@ -133,16 +228,18 @@ impl Llama {
         let mut layers = Vec::with_capacity(n_layers);
         for i in 0..n_layers {
             let mut get = |suffix: &str| tensor(&format!("blk.{i}.{suffix}.weight"));
+            let mut projection =
+                |suffix: &str| -> Result<Projection> { Ok(Projection::new(matmul(get(suffix)?)?)) };
             layers.push(Layer {
+                wq: projection("attn_q")?,
+                wk: projection("attn_k")?,
+                wv: projection("attn_v")?,
+                wo: projection("attn_output")?,
+                gate: projection("ffn_gate")?,
+                up: projection("ffn_up")?,
+                down: projection("ffn_down")?,
                 attn_norm: get("attn_norm")?.dequantize(device)?,
-                wq: matmul(get("attn_q")?)?,
-                wk: matmul(get("attn_k")?)?,
-                wv: matmul(get("attn_v")?)?,
-                wo: matmul(get("attn_output")?)?,
                 ffn_norm: get("ffn_norm")?.dequantize(device)?,
-                gate: matmul(get("ffn_gate")?)?,
-                up: matmul(get("ffn_up")?)?,
-                down: matmul(get("ffn_down")?)?,
             });
         }
         Self::assemble(embeddings, layers, norm, output, shape)
@@ -200,6 +297,46 @@ impl Llama {
             rope_interleaved,
             context_length: context,
         })
+    }
+
+    /// This model with LoRA updates applied beside its matrices, named as Hugging Face names the
+    /// matrix (`model.layers.0.self_attn.q_proj.weight`). The weights are shared, not copied, so
+    /// any number of adapters cost one base. Only the Hugging Face layout is accepted: a GGUF
+    /// file's q and k rows are permuted, and an adapter trained on the unpermuted rows would not
+    /// fit them.
+    pub fn with_adapters(&self, adapters: HashMap<String, LowRank>) -> Result<Self> {
+        if self.rope_interleaved && !adapters.is_empty() {
+            candle_core::bail!(
+                "adapters apply to a model in Hugging Face's layout, not a GGUF one"
+            );
+        }
+        let mut model = self.clone();
+        for (name, low_rank) in adapters {
+            let unknown = || candle_core::Error::Msg(format!("the model has no matrix {name}"));
+            let rest = name.strip_prefix("model.layers.").ok_or_else(unknown)?;
+            let mut parts = rest.split('.');
+            let (Some(index), Some(module), Some(projection), Some("weight"), None) = (
+                parts.next().and_then(|i| i.parse::<usize>().ok()),
+                parts.next(),
+                parts.next(),
+                parts.next(),
+                parts.next(),
+            ) else {
+                return Err(unknown());
+            };
+            let target = model
+                .layers
+                .get_mut(index)
+                .and_then(|layer| layer.projection_mut(module, projection))
+                .ok_or_else(unknown)?;
+            target.attach(low_rank)?;
+        }
+        Ok(model)
+    }
+
+    /// Transformer blocks in the model.
+    pub fn layer_count(&self) -> usize {
+        self.layers.len()
     }
 
     /// Rows of the embedding table: the largest token id plus one the model can read.

@@ -1,15 +1,17 @@
-//! Reading weights from disk into a model the engine can serve: a PEFT LoRA adapter merged into
-//! the served base, or a whole Hugging Face llama folder. Blocking; callers run these on the
+//! Reading weights from disk into a model the engine can serve: a PEFT LoRA adapter applied
+//! beside the served base's matrices, or a whole Hugging Face llama folder. Blocking; callers run these on the
 //! blocking pool. Every failure leaves the server as it was: nothing is swapped until the new
 //! model has answered a forward pass.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use candle_core::{Device, Tensor};
-use lachesis_inference::llama::Llama;
-use lachesis_train::model::PROJECTIONS;
+use lachesis_inference::llama::{Llama, LowRank};
+use lachesis_train::model::{PROJECTIONS, peft_name};
 use lachesis_train::{LoraConfig, TrainLlama, TrainMode, checkpoint, inference_model};
+
+pub use crate::inference::limits::AdapterPrecision;
 use serde::Deserialize;
 
 use super::error::WeightsError;
@@ -189,10 +191,19 @@ fn answers(model: &Llama) -> Result<(), WeightsError> {
         })
 }
 
-/// The served base (`source`, a GGUF file or a Hugging Face folder) with the PEFT adapter in
-/// `lora_path` merged into it, quantized as the engine serves its base.
-pub fn merged_adapter(
-    source: &Path,
+/// The base that adapters are served on: the served model's weights in Hugging Face's layout
+/// (the layout its adapters are trained in), loaded once. Dense f32 serves an adapter as exactly
+/// the model its trainer computes; Q8_0 takes a quarter of the memory and adds the base's
+/// quantization noise.
+pub fn adapter_base(source: &Path, precision: AdapterPrecision) -> Result<Llama, WeightsError> {
+    let model = base_model(source, TrainMode::Full)?;
+    inference_model(&model, precision == AdapterPrecision::Q8_0)
+        .map_err(|e| WeightsError::Internal(e.to_string()))
+}
+
+/// `base` with the PEFT adapter in `lora_path` applied beside its matrices, in f32.
+pub fn adapter_model(
+    base: &Llama,
     lora_path: &Path,
     limits: &LoadLimits,
 ) -> Result<Llama, WeightsError> {
@@ -204,14 +215,45 @@ pub fn merged_adapter(
         file_size(&tensors_path)?,
         limits,
     )?;
-    let adapter = candle_core::safetensors::load(&tensors_path, &Device::Cpu)
+    let mut tensors = candle_core::safetensors::load(&tensors_path, &Device::Cpu)
         .map_err(|e| bad(format!("adapter_model.safetensors: {e}")))?;
-    let model = base_model(source, TrainMode::Lora(lora))?;
-    model
-        .set_trainable(&adapter)
+    let mut updates = HashMap::new();
+    for layer in 0..base.layer_count() {
+        for (projection, module) in PROJECTIONS {
+            if !lora.targets.iter().any(|t| t == projection) {
+                continue;
+            }
+            let mut take = |which: &str| {
+                let name = peft_name(layer, projection, module, which);
+                tensors
+                    .remove(&name)
+                    .ok_or_else(|| bad(format!("adapter_model.safetensors lacks {name}")))
+            };
+            let (a, b) = (take("lora_A")?, take("lora_B")?);
+            if a.dims().first() != Some(&lora.rank) {
+                return Err(bad(format!(
+                    "the adapter's lora_A of layer {layer} {projection} is {:?}, not rank {}",
+                    a.dims(),
+                    lora.rank
+                )));
+            }
+            let update = LowRank::new(&a, &b, lora.scale())
+                .map_err(|e| bad(format!("layer {layer} {projection}: {e}")))?;
+            updates.insert(
+                format!("model.layers.{layer}.{module}.{projection}.weight"),
+                update,
+            );
+        }
+    }
+    if let Some(extra) = tensors.keys().next() {
+        return Err(bad(format!(
+            "adapter_model.safetensors holds {extra:.120}, which is not a LoRA matrix of the \
+             adapter's target_modules"
+        )));
+    }
+    let served = base
+        .with_adapters(updates)
         .map_err(|e| bad(format!("the adapter does not fit the served model: {e}")))?;
-    let served =
-        inference_model(&model, true).map_err(|e| WeightsError::Internal(e.to_string()))?;
     answers(&served)?;
     Ok(served)
 }

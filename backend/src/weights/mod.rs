@@ -1,17 +1,19 @@
 //! New weights for the running server, from a trainer in another process, through the requests
 //! trainers already send to vLLM and SGLang:
 //!
-//! - `POST /v1/load_lora_adapter {lora_name, lora_path}` merges a PEFT adapter into the served
-//!   base and serves it under `lora_name`: requests naming it as their `model` get it, every
-//!   other request the base. `POST /v1/unload_lora_adapter {lora_name}` drops it.
+//! - `POST /v1/load_lora_adapter {lora_name, lora_path}` applies a PEFT adapter beside the
+//!   matrices of one shared copy of the served base (`--inference-adapter-precision`: f32, so the
+//!   adapter serves exactly the trainer's model, or Q8_0) and serves it under `lora_name`:
+//!   requests naming it as their `model` get it, every other request the base.
+//!   `POST /v1/unload_lora_adapter {lora_name}` drops it.
 //! - `POST /update_weights_from_disk {model_path}` replaces the base itself with a Hugging Face
 //!   llama folder: everything the platform runs on the embedded model (the showcases, in-process
 //!   environments, the chess judge) moves to the new weights.
 //!
 //! Each load bumps the weight version of what it replaced (an adapter name keeps its count across
 //! unloads), and completions report the version that answered them. Loading reads the server's
-//! disk and costs a copy of the model in memory, so only the admin may do it, one load at a time,
-//! within `--inference-max-lora-adapters` and `--inference-max-weights-mib`.
+//! disk, and the first adapter costs a copy of the model in memory, so only the admin may do it,
+//! one load at a time, within `--inference-max-lora-adapters` and `--inference-max-weights-mib`.
 
 mod error;
 pub mod load;
@@ -24,6 +26,7 @@ use axum::Json;
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::routing::post;
+use lachesis_inference::llama::Llama;
 use lachesis_inference::{Engine, EngineOptions};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -31,19 +34,22 @@ use serde_json::{Value, json};
 
 use crate::app::AppState;
 pub use error::WeightsError;
-use load::LoadLimits;
+use load::{AdapterPrecision, LoadLimits};
 
 /// Longest adapter name accepted; names go into logs and `/v1/models`.
 const MAX_NAME_BYTES: usize = 128;
 
 /// The loaded adapters and what loading more may use.
 pub struct Weights {
-    /// The file or folder the base engine was loaded from: adapters are merged into it.
+    /// The file or folder the base engine was loaded from: adapters are served on a copy of it.
     source: Option<PathBuf>,
     options: EngineOptions,
     max_adapters: usize,
     limits: LoadLimits,
     adapters: RwLock<BTreeMap<String, Engine>>,
+    /// The base under every adapter, loaded at the first adapter and shared by all.
+    adapter_base: tokio::sync::OnceCell<Llama>,
+    adapter_precision: AdapterPrecision,
     /// The last version each adapter name was served at, kept across unloads.
     versions: Mutex<HashMap<String, i64>>,
     /// One load at a time: each holds the base in f32 while it merges.
@@ -65,6 +71,8 @@ impl Weights {
             options,
             max_adapters: limits.max_lora_adapters,
             adapters: RwLock::default(),
+            adapter_base: tokio::sync::OnceCell::new(),
+            adapter_precision: limits.adapter_precision,
             versions: Mutex::default(),
             loading: tokio::sync::Mutex::new(()),
         }
@@ -116,6 +124,15 @@ async fn body<T: DeserializeOwned>(state: &AppState, req: Request) -> Result<T, 
     })
 }
 
+/// Reading and checking weights takes seconds of CPU: off the async workers.
+async fn blocking<T: Send + 'static>(
+    load: impl FnOnce() -> Result<T, WeightsError> + Send + 'static,
+) -> Result<T, WeightsError> {
+    tokio::task::spawn_blocking(load)
+        .await
+        .map_err(|e| WeightsError::Internal(e.to_string()))?
+}
+
 fn check_name(name: &str) -> Result<(), WeightsError> {
     if name.is_empty() || name.len() > MAX_NAME_BYTES || name.chars().any(char::is_control) {
         return Err(WeightsError::BadRequest(format!(
@@ -148,11 +165,15 @@ async fn load_adapter(State(state): State<AppState>, req: Request) -> Result<Str
             limit: weights.max_adapters,
         });
     }
+    let precision = weights.adapter_precision;
+    let adapter_base = weights
+        .adapter_base
+        .get_or_try_init(|| blocking(move || load::adapter_base(&source, precision)))
+        .await?
+        .clone();
     let limits = weights.limits;
     let path = request.lora_path;
-    let model = tokio::task::spawn_blocking(move || load::merged_adapter(&source, &path, &limits))
-        .await
-        .map_err(|e| WeightsError::Internal(e.to_string()))??;
+    let model = blocking(move || load::adapter_model(&adapter_base, &path, &limits)).await?;
     let version = weights
         .versions
         .lock()
@@ -236,9 +257,7 @@ async fn update_from_disk(
     let _one_at_a_time = weights.loading.lock().await;
     let limits = weights.limits;
     let path = request.model_path;
-    let model = tokio::task::spawn_blocking(move || load::full_model(&path, &limits))
-        .await
-        .map_err(|e| WeightsError::Internal(e.to_string()))??;
+    let model = blocking(move || load::full_model(&path, &limits)).await?;
     let version = engine
         .swap_model(model)
         .map_err(|e| WeightsError::BadRequest(e.to_string()))?;

@@ -44,14 +44,17 @@ pub enum TrainError {
     Tensor(#[from] candle_core::Error),
 }
 
-/// The model's current weights as an inference model (adapters merged), for the in-process swap.
-/// `quantize` makes the matrices Q8_0 (the engine's speed for real models); the tiny model stays
-/// f32 so its samples follow the trained distribution exactly.
+/// The model's current weights as an inference model, for the in-process swap and hot-loaded
+/// adapters. `quantize` makes the base matrices Q8_0 (the engine's speed for real models); LoRA
+/// updates stay beside them in f32, so the served model is the trained one up to the base's own
+/// quantization. The tiny model stays f32 so its samples follow the trained distribution exactly.
 pub fn inference_model(model: &TrainLlama, quantize: bool) -> Result<Llama, TrainError> {
     let config = serde_json::to_vec(&model.config.to_hf_json()).expect("config serialises");
+    let (tensors, adapters) = model.served_parts()?;
     Ok(Llama::from_hf_tensors(
         &config,
-        model.hf_tensors()?,
+        tensors,
+        adapters,
         model.config.max_position_embeddings,
         quantize,
     )?)

@@ -2,6 +2,7 @@
 //! Their products are the custom ops of [`crate::products`].
 
 use candle_core::{Result, Tensor, Var};
+use lachesis_inference::llama::LowRank;
 
 use crate::products;
 
@@ -52,6 +53,20 @@ impl Linear {
             }
             _ => Ok(base),
         }
+    }
+
+    /// The adapter as inference applies it beside the base weight (detached copies), if any.
+    pub fn low_rank(&self) -> Result<Option<LowRank>> {
+        self.lora
+            .as_ref()
+            .map(|lora| {
+                LowRank::new(
+                    &lora.a.as_tensor().detach().copy()?,
+                    &lora.b.as_tensor().detach().copy()?,
+                    lora.scale,
+                )
+            })
+            .transpose()
     }
 
     /// The weight inference should use: `W + scale · B·A` when an adapter is attached.

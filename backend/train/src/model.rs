@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 
 use candle_core::{DType, Device, Tensor, Var};
+use lachesis_inference::llama::LowRank;
 
 type Result<T, E = candle_core::Error> = std::result::Result<T, E>;
 use rand::rngs::StdRng;
@@ -347,9 +348,34 @@ impl TrainLlama {
         p[3].forward(&y, adapters)
     }
 
-    /// Every weight under its Hugging Face name, adapters merged in (what inference serves and a
-    /// full checkpoint stores). Tied models leave `lm_head.weight` out, as `transformers` does.
+    /// Every weight under its Hugging Face name, adapters merged in (what a full checkpoint
+    /// stores). Tied models leave `lm_head.weight` out, as `transformers` does.
     pub fn hf_tensors(&self) -> Result<HashMap<String, Tensor>> {
+        self.tensors(true)
+    }
+
+    /// What inference serves: the base weights under their Hugging Face names, and each adapter's
+    /// update apart, by the name of the matrix it applies to.
+    pub fn served_parts(&self) -> Result<(HashMap<String, Tensor>, HashMap<String, LowRank>)> {
+        let mut adapters = HashMap::new();
+        for (i, block) in self.blocks.iter().enumerate() {
+            for ((projection, module), linear) in PROJECTIONS.iter().zip(&block.projections) {
+                if let Some(low_rank) = linear.low_rank()? {
+                    adapters.insert(layer_name(i, projection, module), low_rank);
+                }
+            }
+        }
+        Ok((self.tensors(false)?, adapters))
+    }
+
+    fn tensors(&self, merge: bool) -> Result<HashMap<String, Tensor>> {
+        let weight = |linear: &Linear| -> Result<Tensor> {
+            if merge {
+                linear.merged()
+            } else {
+                Ok(linear.weight.tensor().clone())
+            }
+        };
         let mut out = HashMap::new();
         out.insert(
             "model.embed_tokens.weight".to_owned(),
@@ -357,6 +383,7 @@ impl TrainLlama {
         );
         out.insert("model.norm.weight".to_owned(), self.norm.tensor().clone());
         if let Some(head) = &self.lm_head {
+            // Adapters attach to the blocks' projections only, so the head is always whole.
             out.insert("lm_head.weight".to_owned(), head.merged()?);
         }
         for (i, block) in self.blocks.iter().enumerate() {
@@ -369,7 +396,7 @@ impl TrainLlama {
                 block.post_norm.tensor().clone(),
             );
             for ((projection, module), linear) in PROJECTIONS.iter().zip(&block.projections) {
-                out.insert(layer_name(i, projection, module), linear.merged()?);
+                out.insert(layer_name(i, projection, module), weight(linear)?);
             }
         }
         // Detached copies: the trainer keeps updating its variables in place.

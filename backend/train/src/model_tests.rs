@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use candle_core::{Device, Tensor};
-use lachesis_inference::llama::Llama;
+use candle_core::{DType, Device, Tensor};
+use lachesis_inference::llama::{Llama, LowRank};
 
 use crate::checkpoint::{self, TrainerState};
 use crate::tiny::{tiny_config, tiny_tokenizer};
@@ -93,6 +93,66 @@ fn training_logits_match_the_inference_model_on_the_same_weights() {
         let diff = max_diff(&train, &served);
         assert!(diff < 1e-5, "tied {tied}: logits differ by {diff}");
     }
+}
+
+#[test]
+fn a_lora_models_inference_copy_applies_each_adapter_beside_its_base_matrix() {
+    let model =
+        TrainLlama::random(tiny_config(), 3, lora(&["q_proj", "v_proj", "down_proj"])).unwrap();
+    // B starts at zero; values of either sign make every adapter change the logits.
+    for (k, (_, var)) in model.trainable().iter().enumerate() {
+        let values: Vec<f32> = (0..var.elem_count())
+            .map(|j| ((j * 7 + k * 13) % 17) as f32 / 17.0 - 0.5)
+            .collect();
+        var.set(&Tensor::from_vec(values, var.shape(), &Device::Cpu).unwrap())
+            .unwrap();
+    }
+    let (base, adapters) = model.served_parts().unwrap();
+    assert_eq!(adapters.len(), 3 * tiny_config().num_hidden_layers);
+    assert!(base.keys().all(|name| !name.contains("lora")));
+    let trained = model.forward(&tokens(), true).unwrap();
+    let served = inference_logits(&inference_model(&model, false).unwrap(), &tokens());
+    let diff = max_diff(&trained, &served);
+    assert!(diff < 1e-5, "logits differ by {diff}");
+    let without = model.forward(&tokens(), false).unwrap();
+    assert!(
+        max_diff(&trained, &without) > 1e-2,
+        "the adapters moved nothing"
+    );
+}
+
+#[test]
+fn an_adapter_that_does_not_fit_the_served_model_is_refused() {
+    let model = TrainLlama::random(tiny_config(), 3, lora(&["q_proj"])).unwrap();
+    let config = serde_json::to_vec(&model.config.to_hf_json()).unwrap();
+    let build = |adapters: HashMap<String, LowRank>| {
+        let (base, _) = model.served_parts().unwrap();
+        Llama::from_hf_tensors(&config, base, adapters, 64, false)
+            .err()
+            .map(|e| e.to_string())
+    };
+    let h = tiny_config().hidden_size;
+    let pair = |input: usize, out: usize| {
+        let a = Tensor::zeros((2, input), DType::F32, &Device::Cpu).unwrap();
+        let b = Tensor::zeros((out, 2), DType::F32, &Device::Cpu).unwrap();
+        LowRank::new(&a, &b, 1.0).unwrap()
+    };
+    let q = "model.layers.0.self_attn.q_proj.weight".to_owned();
+    assert_eq!(build(HashMap::from([(q.clone(), pair(h, h))])), None);
+    let wrong_shape = build(HashMap::from([(q, pair(h + 1, h))])).expect("refused");
+    assert!(wrong_shape.contains("does not fit"), "{wrong_shape}");
+    let unknown = build(HashMap::from([(
+        "model.layers.99.self_attn.q_proj.weight".to_owned(),
+        pair(h, h),
+    )]))
+    .expect("refused");
+    assert!(unknown.contains("layers.99"), "{unknown}");
+    let a = Tensor::zeros((2, h), DType::F32, &Device::Cpu).unwrap();
+    let b = Tensor::zeros((h, 3), DType::F32, &Device::Cpu).unwrap();
+    assert!(
+        LowRank::new(&a, &b, 1.0).is_err(),
+        "ranks of A and B differ"
+    );
 }
 
 #[test]

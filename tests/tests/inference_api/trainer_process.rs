@@ -6,7 +6,7 @@
 
 use lachesis_tests::{TestApp, config_for, fresh_database, model_path};
 
-use super::weights::{lora_trainer, served_logprobs, trainer_logprobs};
+use super::weights::{ADAPTER_GAP, lora_trainer, served_logprobs, trainer_logprobs};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trainer_process_hot_loads_its_adapter_into_the_running_server() {
@@ -57,23 +57,21 @@ async fn a_trainer_process_hot_loads_its_adapter_into_the_running_server() {
     assert_eq!(version, 2);
     let (served_base, base_version) = served_logprobs(&app, None, &tokens).await;
     assert_eq!(base_version, 0, "any other name is still the base model");
-    // The served answer is the trainer's adapter: within the noise of serving quantized, and
-    // several times nearer the adapter than the base model. At the base that noise is about
-    // 0.07 nats a token on SmolLM2; with an adapter applied, runs measured 0.24 and 0.26 (the
-    // adapter then 0.74 and 2.2 from the base), so the bound leaves room above those.
+    // The served answer is the trainer's adapter, up to float summation order, and far from
+    // the base.
     let mean_gap = |a: &[f32], b: &[f32]| {
         a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum::<f32>() / a.len() as f32
     };
     let to_adapter = mean_gap(&served, &adapted);
     let to_base = mean_gap(&served, &base);
     eprintln!(
-        "served against the adapter {to_adapter:.4}, against the base {to_base:.4}, base served {:.4}",
+        "served against the adapter {to_adapter:.6}, against the base {to_base:.4}, base served {:.4}",
         mean_gap(&served_base, &base)
     );
-    assert!(to_adapter < 0.3, "{to_adapter}");
+    assert!(to_adapter < ADAPTER_GAP, "{to_adapter}");
     assert!(
-        3.0 * to_adapter < to_base,
-        "the served adapter is not the trainer's: {to_adapter} from it, {to_base} from the base"
+        to_base > 0.3,
+        "two steps at this rate move the adapter: {to_base} from the base"
     );
     let _ = std::fs::remove_dir_all(&scratch);
 }

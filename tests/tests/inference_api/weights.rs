@@ -119,18 +119,24 @@ fn mean_gap(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum::<f32>() / a.len() as f32
 }
 
-/// The served weights are the trainer's: within the noise of serving quantized (Q8_0 weights and
-/// activations against the trainer's f32, about 0.07 nats a token on SmolLM2) and far from `other`.
-fn assert_serves(served: &[f32], trainer: &[f32], other: &[f32], what: &str) {
+/// How far, in mean nats a token, served logprobs may be from the trainer's own. Adapters are
+/// served beside an f32 copy of the base, so only float summation order separates them.
+pub(super) const ADAPTER_GAP: f32 = 1e-3;
+/// A full reload is served as the engine serves its base: Q8_0 weights and activations against
+/// the trainer's f32, about 0.07-0.09 nats a token on SmolLM2.
+const QUANTIZED_GAP: f32 = 0.15;
+
+/// The served weights are the trainer's, within `bound`, and far from `other`.
+fn assert_serves(served: &[f32], trainer: &[f32], other: &[f32], bound: f32, what: &str) {
     let gap = mean_gap(served, trainer);
     let moved = mean_gap(trainer, other);
-    eprintln!("{what}: |served - trainer| {gap:.4}, |trainer - previous| {moved:.4}");
+    eprintln!("{what}: |served - trainer| {gap:.6}, |trainer - previous| {moved:.4}");
     assert!(
         moved > 0.3,
         "{what}: the new weights barely differ ({moved})"
     );
     assert!(
-        gap < 0.15,
+        gap < bound,
         "{what}: the server is {gap} away from the trainer"
     );
     assert!(gap * 3.0 < moved, "{what}: {gap} vs {moved}");
@@ -204,7 +210,7 @@ async fn a_trainers_adapter_and_full_weights_reach_the_server_and_its_rollouts()
     let adapted = trainer_logprobs(&trainer, &tokens, true);
     let (served, v1) = served_logprobs(&app, Some("policy"), &tokens).await;
     assert_eq!(v1, 1);
-    assert_serves(&served, &adapted, &base, "adapter v1");
+    assert_serves(&served, &adapted, &base, ADAPTER_GAP, "adapter v1");
     let (still_base, v) = served_logprobs(&app, Some("smollm2"), &tokens).await;
     assert_eq!(v, 0);
     assert!(
@@ -224,7 +230,7 @@ async fn a_trainers_adapter_and_full_weights_reach_the_server_and_its_rollouts()
     let readapted = trainer_logprobs(&trainer, &tokens, true);
     let (served, v2) = served_logprobs(&app, Some("policy"), &tokens).await;
     assert_eq!(v2, 2);
-    assert_serves(&served, &readapted, &adapted, "adapter v2");
+    assert_serves(&served, &readapted, &adapted, ADAPTER_GAP, "adapter v2");
 
     // Rollouts through the vLLM policy: the tokens it sampled carry the adapter's logprobs, and
     // the policy reports the version that answered.
@@ -237,9 +243,12 @@ async fn a_trainers_adapter_and_full_weights_reach_the_server_and_its_rollouts()
         let gap = rollout_gap(&trainer, rollout, true);
         let from_base = rollout_gap(&trainer, rollout, false);
         eprintln!(
-            "rollout: {gap:.4} from the trainer's adapted model, {from_base:.4} from its base"
+            "rollout: {gap:.6} from the trainer's adapted model, {from_base:.4} from its base"
         );
-        assert!(gap < 0.15 && gap * 2.0 < from_base, "{gap} vs {from_base}");
+        assert!(
+            gap < ADAPTER_GAP && gap * 2.0 < from_base,
+            "{gap} vs {from_base}"
+        );
     }
 
     // A full reload replaces the base: every request not naming the adapter moves to it.
@@ -252,13 +261,16 @@ async fn a_trainers_adapter_and_full_weights_reach_the_server_and_its_rollouts()
     assert_eq!(version, 1, "the base's first swap");
     let (served, v) = served_logprobs(&app, None, &tokens).await;
     assert_eq!(v, 1);
-    assert_serves(&served, &readapted, &base, "full reload");
+    assert_serves(&served, &readapted, &base, QUANTIZED_GAP, "full reload");
     let base_policy = vllm_policy(&app, &tokenizer);
     let rollouts = base_policy.complete(question()).await.expect("rollouts");
     assert_eq!(base_policy.weight_version(), Some(1));
     let gap = rollout_gap(&trainer, &rollouts[0], true);
     let from_base = rollout_gap(&trainer, &rollouts[0], false);
-    assert!(gap < 0.15 && gap * 2.0 < from_base, "{gap} vs {from_base}");
+    assert!(
+        gap < QUANTIZED_GAP && gap * 2.0 < from_base,
+        "{gap} vs {from_base}"
+    );
 
     // Unloading leaves the base (now the reloaded weights) answering for the adapter's name.
     let (status, _) = call(
@@ -372,6 +384,48 @@ async fn only_the_admin_loads_weights_and_bad_loads_change_nothing() {
         "{answer}"
     );
 
+    // The trainer's own tensors under a config that does not describe them, or beside a tensor
+    // that is no LoRA matrix of its targets, are refused with what does not fit.
+    let tensors =
+        candle_core::safetensors::load(dir.join("adapter_model.safetensors"), &Device::Cpu)
+            .unwrap();
+    let config = |r: usize, targets: &str| {
+        format!(
+            r#"{{"peft_type": "LORA", "r": {r}, "lora_alpha": 16, "target_modules": {targets}}}"#
+        )
+    };
+    let mut extra = tensors.clone();
+    extra.insert(
+        "base_model.model.lm_head.weight".into(),
+        Tensor::zeros((2, 2), candle_core::DType::F32, &Device::Cpu).unwrap(),
+    );
+    let misfits = [
+        (config(4, r#"["q_proj", "v_proj"]"#), &tensors, "not rank 4"),
+        (
+            config(8, r#"["q_proj", "k_proj", "v_proj"]"#),
+            &tensors,
+            "k_proj.lora_A.weight",
+        ),
+        (config(8, r#"["q_proj", "v_proj"]"#), &extra, "lm_head"),
+    ];
+    for (adapter_config, adapter_tensors, named) in misfits {
+        std::fs::write(foreign.join("adapter_config.json"), &adapter_config).unwrap();
+        candle_core::safetensors::save(adapter_tensors, foreign.join("adapter_model.safetensors"))
+            .unwrap();
+        let (status, answer) = call(
+            &app,
+            "/v1/load_lora_adapter",
+            &json!({"lora_name": "x", "lora_path": foreign}),
+            admin,
+        )
+        .await;
+        assert_eq!(status, 400, "{adapter_config}: {answer}");
+        assert!(
+            answer["message"].as_str().unwrap().contains(named),
+            "{adapter_config}: {answer}"
+        );
+    }
+
     // The real adapter loads for the admin; a second name is over the limit of one.
     // (The refused sync above wrote the adapter's folder before asking.)
     let mut admin_sync = VllmLora::new(&app.base, "mine", admin.map(str::to_owned));
@@ -415,6 +469,34 @@ async fn only_the_admin_loads_weights_and_bad_loads_change_nothing() {
     assert_eq!(answer["weight_version"], 0, "the base was not replaced");
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&foreign);
+}
+
+/// `--inference-adapter-precision q8_0`: the adapter is still served, within the base's own
+/// quantization noise of the trainer's model rather than exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adapter_on_a_q8_0_base_is_the_trainers_within_quantization_noise() {
+    let mut config = config_for(&fresh_database().await);
+    config.model = Some(model_path());
+    config.inference_limits.adapter_precision = lachesis::weights::load::AdapterPrecision::Q8_0;
+    let app = TestApp::spawn_with(config).await;
+    let (trainer, tokenizer) = lora_trainer();
+    let tokens = tokenizer
+        .encode("The capital of France is Paris, and the capital of Italy is Rome.")
+        .unwrap();
+    let base = trainer_logprobs(&trainer, &tokens, false);
+    perturb(&trainer, 1.0);
+    let dir = scratch("q8");
+    let mut sync = WeightSync::VllmLora(VllmLora::new(&app.base, "policy", None));
+    assert_eq!(
+        sync.sync(&trainer, None, &dir, "smollm2", 1).await.unwrap(),
+        1
+    );
+    let adapted = trainer_logprobs(&trainer, &tokens, true);
+    let (served, _) = served_logprobs(&app, Some("policy"), &tokens).await;
+    assert_serves(&served, &adapted, &base, QUANTIZED_GAP, "adapter on Q8_0");
+    // Quantized, it is not the exact copy the f32 base gives.
+    assert!(mean_gap(&served, &adapted) > ADAPTER_GAP);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `--inference-max-weights-mib` bounds what a load reads.
