@@ -13,7 +13,7 @@
 # 2 cores: rollouts and training share them); at the end, the held-out mean score by step for
 # each seed and their mean. ENV_SETTINGS overrides the task (default: one worked example, so the
 # model starts knowing the answer format most of the time). LR, BATCH_SIZE (sequences a step,
-# groups of 8), MAX_TOKENS and RATIO_BASE (`inference`, the default, or `trainer`: what each
+# groups of 8), MAX_TOKENS and RATIO_BASE (`trainer`, the default, or `inference`: what each
 # token's importance ratio is taken against, see `lachesis train run --help`) override the rest.
 # Not run by CI.
 #
@@ -38,7 +38,7 @@ ENV_SETTINGS=${ENV_SETTINGS:-'"examples": 1, "eval_temperature": 1.0'}
 LR=${LR:-5e-4}
 BATCH_SIZE=${BATCH_SIZE:-32}
 MAX_TOKENS=${MAX_TOKENS:-64}
-RATIO_BASE=${RATIO_BASE:-inference}
+RATIO_BASE=${RATIO_BASE:-trainer}
 ANCHOR=${ANCHOR:-trl}
 [[ $ANCHOR == trl ]] && venv=$(scripts/ensure-torch-venv.sh --trl)
 # ENV_SETTINGS as `--set KEY=VALUE` arguments, for `lachesis env evaluate`.

@@ -66,7 +66,7 @@ pub struct RunArgs {
     /// What each token's importance ratio is taken against: `inference` (the sampling engine's
     /// logprobs, where the rollout sent them) or `trainer` (the trained model's own before the
     /// step, as TRL does: with one pass per batch nothing is clipped).
-    #[arg(long, default_value = "inference")]
+    #[arg(long, default_value = "trainer")]
     pub ratio_base: RatioBase,
     #[arg(long, default_value_t = 1e-5)]
     pub lr: f64,
