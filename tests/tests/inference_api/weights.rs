@@ -307,6 +307,14 @@ async fn call(app: &TestApp, path: &str, body: &Value, bearer: Option<&str>) -> 
     )
 }
 
+const ADMIN_TOKEN: &str = "the-admins-secret-token";
+
+/// `POST /v1/load_lora_adapter` as the admin.
+async fn admin_loads(app: &TestApp, name: &str, folder: &std::path::Path) -> (u16, Value) {
+    let body = json!({"lora_name": name, "lora_path": folder});
+    call(app, "/v1/load_lora_adapter", &body, Some(ADMIN_TOKEN)).await
+}
+
 /// Loading weights is the admin's: tokens (even with the inference scope), sessions and strangers
 /// are refused, bad folders and oversized files change nothing, and the limits hold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -314,10 +322,10 @@ async fn only_the_admin_loads_weights_and_bad_loads_change_nothing() {
     let mut config = config_for(&fresh_database().await);
     config.model = Some(model_path());
     config.auth = true;
-    config.api_token = Some("the-admins-secret-token".into());
+    config.api_token = Some(ADMIN_TOKEN.into());
     config.inference_limits.max_lora_adapters = 1;
     let app = TestApp::spawn_with(config).await;
-    let admin = Some("the-admins-secret-token");
+    let admin = Some(ADMIN_TOKEN);
     let owner = lachesis_tests::sign_up(&app, "/api/auth/setup", "ada", "lab").await;
     let token = app
         .new_token(&owner, "lab", json!({"name": "caller", "inference": true}))
@@ -371,13 +379,7 @@ async fn only_the_admin_loads_weights_and_bad_loads_change_nothing() {
     )
     .unwrap();
     std::fs::write(foreign.join("adapter_model.safetensors"), b"not tensors").unwrap();
-    let (status, answer) = call(
-        &app,
-        "/v1/load_lora_adapter",
-        &json!({"lora_name": "x", "lora_path": foreign}),
-        admin,
-    )
-    .await;
+    let (status, answer) = admin_loads(&app, "x", &foreign).await;
     assert_eq!(status, 400);
     assert!(
         answer["message"].as_str().unwrap().contains("\"wq\""),
@@ -412,13 +414,7 @@ async fn only_the_admin_loads_weights_and_bad_loads_change_nothing() {
         std::fs::write(foreign.join("adapter_config.json"), &adapter_config).unwrap();
         candle_core::safetensors::save(adapter_tensors, foreign.join("adapter_model.safetensors"))
             .unwrap();
-        let (status, answer) = call(
-            &app,
-            "/v1/load_lora_adapter",
-            &json!({"lora_name": "x", "lora_path": foreign}),
-            admin,
-        )
-        .await;
+        let (status, answer) = admin_loads(&app, "x", &foreign).await;
         assert_eq!(status, 400, "{adapter_config}: {answer}");
         assert!(
             answer["message"].as_str().unwrap().contains(named),
@@ -430,13 +426,7 @@ async fn only_the_admin_loads_weights_and_bad_loads_change_nothing() {
     // (The refused sync above wrote the adapter's folder before asking.)
     let mut admin_sync = VllmLora::new(&app.base, "mine", admin.map(str::to_owned));
     assert_eq!(admin_sync.load(&dir).await.expect("the admin loads"), 1);
-    let (status, answer) = call(
-        &app,
-        "/v1/load_lora_adapter",
-        &json!({"lora_name": "other", "lora_path": dir}),
-        admin,
-    )
-    .await;
+    let (status, answer) = admin_loads(&app, "other", &dir).await;
     assert_eq!(status, 409, "{answer}");
     assert!(
         answer["message"]
@@ -444,13 +434,7 @@ async fn only_the_admin_loads_weights_and_bad_loads_change_nothing() {
             .unwrap()
             .contains("--inference-max-lora-adapters")
     );
-    let (status, _) = call(
-        &app,
-        "/v1/load_lora_adapter",
-        &json!({"lora_name": "mine", "lora_path": dir}),
-        admin,
-    )
-    .await;
+    let (status, _) = admin_loads(&app, "mine", &dir).await;
     assert_eq!(status, 400, "the name is taken");
 
     // A full reload from a folder that is not a model changes nothing.
