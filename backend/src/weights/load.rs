@@ -1,7 +1,7 @@
 //! Reading weights from disk into a model the engine can serve: a PEFT LoRA adapter applied
-//! beside the served base's matrices, or a whole Hugging Face llama folder. Blocking; callers run these on the
-//! blocking pool. Every failure leaves the server as it was: nothing is swapped until the new
-//! model has answered a forward pass.
+//! beside the served base's matrices, or a whole Hugging Face llama folder. Blocking; callers run
+//! these on the blocking pool. Every failure leaves the server as it was: nothing is swapped until
+//! the new model has answered a forward pass.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -10,11 +10,10 @@ use candle_core::{Device, Tensor};
 use lachesis_inference::llama::{Llama, LowRank};
 use lachesis_train::model::{PROJECTIONS, peft_name};
 use lachesis_train::{LoraConfig, TrainLlama, TrainMode, checkpoint, inference_model};
-
-pub use crate::inference::limits::AdapterPrecision;
 use serde::Deserialize;
 
 use super::error::WeightsError;
+pub use crate::inference::limits::AdapterPrecision;
 
 /// `adapter_config.json` is a few hundred bytes; anything past this is not one.
 const MAX_ADAPTER_CONFIG_BYTES: u64 = 64 * 1024;
