@@ -15,6 +15,8 @@ mod tool_calls;
 mod trainer_process;
 #[path = "inference_api/weights.rs"]
 mod weights;
+#[path = "inference_api/weights_access.rs"]
+mod weights_access;
 
 use lachesis_tests::{TestApp, config_for, fresh_database, model_path};
 use serde_json::{Value, json};

@@ -60,16 +60,18 @@ pub struct InferenceLimitArgs {
     /// [default: 4096].
     #[arg(long, env = "LACHESIS_INFERENCE_MAX_WEIGHTS_MIB")]
     pub inference_max_weights_mib: Option<u64>,
-    /// The base LoRA adapters are served on [default: f32].
-    #[arg(long, env = "LACHESIS_INFERENCE_ADAPTER_PRECISION", value_enum)]
-    pub inference_adapter_precision: Option<AdapterPrecision>,
+    /// How weights from a trainer are served: the base under LoRA adapters, and a full reload
+    /// [default: f32].
+    #[arg(long, env = "LACHESIS_INFERENCE_TRAINED_PRECISION", value_enum)]
+    pub inference_trained_precision: Option<TrainedPrecision>,
 }
 
-/// How the base under hot-loaded LoRA adapters is held. It is loaded once, at the first adapter,
-/// and shared by all of them; the adapters' own matrices are always f32.
+/// How weights a trainer sends are held: the base under hot-loaded LoRA adapters (loaded once,
+/// at the first adapter, and shared by all of them; the adapters' own matrices are always f32),
+/// and a fully reloaded model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum AdapterPrecision {
-    /// Dense f32: an adapter serves exactly the model its trainer computes (SmolLM2-135M:
+pub enum TrainedPrecision {
+    /// Dense f32: the server serves exactly the model its trainer computes (SmolLM2-135M:
     /// ~540 MB).
     F32,
     /// Q8_0, as the engine serves its own base: a quarter of the memory, and the base's
@@ -102,8 +104,8 @@ pub struct InferenceLimits {
     pub max_lora_adapters: usize,
     /// Bytes of weights one adapter load or full reload may read.
     pub max_weights_bytes: u64,
-    /// The base under hot-loaded adapters.
-    pub adapter_precision: AdapterPrecision,
+    /// How adapters' base and fully reloaded weights are held.
+    pub trained_precision: TrainedPrecision,
     /// Whether `per_caller` applies (accounts on); set by [`InferenceLimits::for_new_server`].
     pub(super) per_caller_applies: bool,
     /// Runtime state, shared by clones; [`InferenceLimits::for_new_server`] starts it empty.
@@ -134,7 +136,7 @@ impl Default for InferenceLimits {
             // A 1B model in f32, with room; the load itself holds the base in f32 besides.
             max_weights_bytes: 4096 * MIB,
             // Trainers compare served logprobs with their own, so the default serves theirs.
-            adapter_precision: AdapterPrecision::F32,
+            trained_precision: TrainedPrecision::F32,
             per_caller_applies: false,
             quotas: Arc::default(),
             running: Arc::new(Slots::new(2)),
@@ -185,8 +187,8 @@ impl InferenceLimits {
             mib(args.inference_max_weights_mib),
         );
         given(
-            &mut limits.adapter_precision,
-            args.inference_adapter_precision,
+            &mut limits.trained_precision,
+            args.inference_trained_precision,
         );
         limits.check()?;
         Ok(limits)
@@ -296,7 +298,7 @@ mod tests {
             64, 2048, 4, 256, 200_000, 200_000, 65_536, 64, 2, 64, 65_536, 2, 4096,
         ];
         assert_limits(&limits, expected);
-        assert_eq!(limits.adapter_precision, AdapterPrecision::F32);
+        assert_eq!(limits.trained_precision, TrainedPrecision::F32);
         let engine = limits.engine_options();
         assert_eq!(engine.max_active + engine.queue, 64);
     }
@@ -330,13 +332,13 @@ mod tests {
             "0",
             "--inference-max-weights-mib",
             "7",
-            "--inference-adapter-precision",
+            "--inference-trained-precision",
             "q8_0",
         ])
         .unwrap();
         assert_limits(&limits, [8, 100, 2, 16, 600, 50, 10, 1, 3, 5, 1000, 0, 7]);
-        assert_eq!(limits.adapter_precision, AdapterPrecision::Q8_0);
-        assert!(resolve(&["--inference-adapter-precision", "f16"]).is_err());
+        assert_eq!(limits.trained_precision, TrainedPrecision::Q8_0);
+        assert!(resolve(&["--inference-trained-precision", "f16"]).is_err());
         let engine = limits.engine_options();
         assert_eq!((engine.max_active, engine.queue), (1, 0));
     }

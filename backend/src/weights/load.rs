@@ -13,7 +13,7 @@ use lachesis_train::{LoraConfig, TrainLlama, TrainMode, checkpoint, inference_mo
 use serde::Deserialize;
 
 use super::error::WeightsError;
-pub use crate::inference::limits::AdapterPrecision;
+pub use crate::inference::limits::TrainedPrecision;
 
 /// `adapter_config.json` is a few hundred bytes; anything past this is not one.
 const MAX_ADAPTER_CONFIG_BYTES: u64 = 64 * 1024;
@@ -194,9 +194,9 @@ fn answers(model: &Llama) -> Result<(), WeightsError> {
 /// (the layout its adapters are trained in), loaded once. Dense f32 serves an adapter as exactly
 /// the model its trainer computes; Q8_0 takes a quarter of the memory and adds the base's
 /// quantization noise.
-pub fn adapter_base(source: &Path, precision: AdapterPrecision) -> Result<Llama, WeightsError> {
+pub fn adapter_base(source: &Path, precision: TrainedPrecision) -> Result<Llama, WeightsError> {
     let model = base_model(source, TrainMode::Full)?;
-    inference_model(&model, precision == AdapterPrecision::Q8_0)
+    inference_model(&model, precision == TrainedPrecision::Q8_0)
         .map_err(|e| WeightsError::Internal(e.to_string()))
 }
 
@@ -257,9 +257,13 @@ pub fn adapter_model(
     Ok(served)
 }
 
-/// A whole Hugging Face llama folder (`config.json` and `*.safetensors`), quantized as the engine
-/// serves its base.
-pub fn full_model(model_path: &Path, limits: &LoadLimits) -> Result<Llama, WeightsError> {
+/// A whole Hugging Face llama folder (`config.json` and `*.safetensors`), held in f32 or
+/// quantized to Q8_0 as the engine serves its own base.
+pub fn full_model(
+    model_path: &Path,
+    limits: &LoadLimits,
+    precision: TrainedPrecision,
+) -> Result<Llama, WeightsError> {
     let dir = folder(model_path, "model_path")?;
     file_size(&dir.join("config.json"))?;
     let mut bytes = 0u64;
@@ -280,7 +284,8 @@ pub fn full_model(model_path: &Path, limits: &LoadLimits) -> Result<Llama, Weigh
         return Err(bad("model_path holds no .safetensors weights"));
     }
     within("model_path", bytes, limits)?;
-    let model = Llama::from_safetensors(&dir, limits.context_cap, true)
+    let quantize = precision == TrainedPrecision::Q8_0;
+    let model = Llama::from_safetensors(&dir, limits.context_cap, quantize)
         .map_err(|e| bad(format!("model_path is not a llama checkpoint: {e}")))?;
     answers(&model)?;
     Ok(model)

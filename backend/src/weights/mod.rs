@@ -2,13 +2,13 @@
 //! trainers already send to vLLM and SGLang:
 //!
 //! - `POST /v1/load_lora_adapter {lora_name, lora_path}` applies a PEFT adapter beside the
-//!   matrices of one shared copy of the served base (`--inference-adapter-precision`: f32, so the
+//!   matrices of one shared copy of the served base (`--inference-trained-precision`: f32, so the
 //!   adapter serves exactly the trainer's model, or Q8_0) and serves it under `lora_name`:
 //!   requests naming it as their `model` get it, every other request the base.
 //!   `POST /v1/unload_lora_adapter {lora_name}` drops it.
 //! - `POST /update_weights_from_disk {model_path}` replaces the base itself with a Hugging Face
-//!   llama folder: everything the platform runs on the embedded model (the showcases, in-process
-//!   environments, the chess judge) moves to the new weights.
+//!   llama folder, held at the same precision: everything the platform runs on the embedded model
+//!   (the showcases, in-process environments, the chess judge) moves to the new weights.
 //!
 //! Each load bumps the weight version of what it replaced (an adapter name keeps its count across
 //! unloads), and completions report the version that answered them. Loading reads the server's
@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 
 use crate::app::AppState;
 pub use error::WeightsError;
-use load::{AdapterPrecision, LoadLimits};
+use load::{LoadLimits, TrainedPrecision};
 
 /// Longest adapter name accepted; names go into logs and `/v1/models`.
 const MAX_NAME_BYTES: usize = 128;
@@ -49,7 +49,7 @@ pub struct Weights {
     adapters: RwLock<BTreeMap<String, Engine>>,
     /// The base under every adapter, loaded at the first adapter and shared by all.
     adapter_base: tokio::sync::OnceCell<Llama>,
-    adapter_precision: AdapterPrecision,
+    trained_precision: TrainedPrecision,
     /// The last version each adapter name was served at, kept across unloads.
     versions: Mutex<HashMap<String, i64>>,
     /// One load at a time: each holds the base in f32 while it merges.
@@ -72,7 +72,7 @@ impl Weights {
             max_adapters: limits.max_lora_adapters,
             adapters: RwLock::default(),
             adapter_base: tokio::sync::OnceCell::new(),
-            adapter_precision: limits.adapter_precision,
+            trained_precision: limits.trained_precision,
             versions: Mutex::default(),
             loading: tokio::sync::Mutex::new(()),
         }
@@ -165,7 +165,7 @@ async fn load_adapter(State(state): State<AppState>, req: Request) -> Result<Str
             limit: weights.max_adapters,
         });
     }
-    let precision = weights.adapter_precision;
+    let precision = weights.trained_precision;
     let adapter_base = weights
         .adapter_base
         .get_or_try_init(|| blocking(move || load::adapter_base(&source, precision)))
@@ -257,7 +257,8 @@ async fn update_from_disk(
     let _one_at_a_time = weights.loading.lock().await;
     let limits = weights.limits;
     let path = request.model_path;
-    let model = blocking(move || load::full_model(&path, &limits)).await?;
+    let precision = weights.trained_precision;
+    let model = blocking(move || load::full_model(&path, &limits, precision)).await?;
     let version = engine
         .swap_model(model)
         .map_err(|e| WeightsError::BadRequest(e.to_string()))?;

@@ -6,7 +6,7 @@
 
 use lachesis_tests::{TestApp, config_for, fresh_database, model_path};
 
-use super::weights::{ADAPTER_GAP, lora_trainer, served_logprobs, trainer_logprobs};
+use super::weights::{EXACT_GAP, lora_trainer, served_logprobs, trainer_logprobs};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trainer_process_hot_loads_its_adapter_into_the_running_server() {
@@ -68,7 +68,7 @@ async fn a_trainer_process_hot_loads_its_adapter_into_the_running_server() {
         "served against the adapter {to_adapter:.6}, against the base {to_base:.4}, base served {:.4}",
         mean_gap(&served_base, &base)
     );
-    assert!(to_adapter < ADAPTER_GAP, "{to_adapter}");
+    assert!(to_adapter < EXACT_GAP, "{to_adapter}");
     assert!(
         to_base > 0.3,
         "two steps at this rate move the adapter: {to_base} from the base"
