@@ -23,8 +23,9 @@ pub const NAMES: [&str; FEATURE_COUNT] = [
     "own_king_exposure",
     "backed_sacrifice",
     "loose_sacrifice",
+    "verified_sacrifice",
 ];
-pub const FEATURE_COUNT: usize = 12;
+pub const FEATURE_COUNT: usize = 13;
 
 /// A sacrifice the agent's own search rates within this of its best move is "backed": the
 /// search sees something for the material inside its horizon.
@@ -56,6 +57,9 @@ pub struct MoveFeatures {
     pub backed_sacrifice: f64,
     /// The sacrifice, in pawns, when the search finds the move worse than that.
     pub loose_sacrifice: f64,
+    /// 1 for a sacrifice that a deeper search still finds close to the best move (see
+    /// [`crate::verify`]), else 0. [`extract`] leaves it at 0: only the agent pays for that search.
+    pub verified_sacrifice: f64,
 }
 
 impl MoveFeatures {
@@ -73,6 +77,7 @@ impl MoveFeatures {
             self.own_king_exposure,
             self.backed_sacrifice,
             self.loose_sacrifice,
+            self.verified_sacrifice,
         ]
     }
 
@@ -134,6 +139,7 @@ pub fn extract(pos: &Chess, m: Move, search_value: i32, best_value: i32) -> Move
         ),
         backed_sacrifice: if backed { sacrifice } else { 0.0 },
         loose_sacrifice: if backed { 0.0 } else { sacrifice },
+        verified_sacrifice: 0.0,
     }
 }
 

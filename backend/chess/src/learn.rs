@@ -29,6 +29,22 @@ pub struct LearnSettings {
     /// pays for any material offered, and without a price on the unsound ones the agent learns
     /// to offer material whatever it costs.
     pub unsound_sacrifice_penalty: f64,
+    /// How [`update_expected`] turns its gradient into a step ([`update`] always clips).
+    pub step_rule: StepRule,
+}
+
+/// How an expected-gradient update is sized.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StepRule {
+    /// The gradient times the learning rate, its norm clipped to `max_step`.
+    Clipped,
+    /// The natural gradient: each weight's step divided by the policy's Fisher information along
+    /// it (plus `damping`), the whole step then sized so the policy moves `max_kl` nats per
+    /// position (to second order), whatever the learning rate. A rare feature, such as a verified
+    /// sacrifice, barely changes the policy when its weight moves, so it may move far; a common
+    /// one, such as the search's value, moves little. With a clipped step, the common features
+    /// take the whole of it.
+    Natural { damping: f64, max_kl: f64 },
 }
 
 impl Default for LearnSettings {
@@ -42,6 +58,7 @@ impl Default for LearnSettings {
             max_loss_pawns: 3.0,
             sound_sacrifice_bonus: 1.0,
             unsound_sacrifice_penalty: 1.0,
+            step_rule: StepRule::Clipped,
         }
     }
 }
@@ -147,6 +164,8 @@ pub fn update_expected(
     let n = positions.len() as f64;
     let mean_result = positions.iter().map(|p| p.result).sum::<f64>() / n;
     let mut step = [0.0; FEATURE_COUNT];
+    // The diagonal of the Fisher information, E[(d log π / d w)²], over the likely moves.
+    let mut fisher = [0.0; FEATURE_COUNT];
     let mut mean_return = 0.0;
     for position in positions {
         let mass: f64 = position.candidates.iter().map(|c| c.1).sum();
@@ -154,8 +173,9 @@ pub fn update_expected(
             let average = position.candidates.iter().map(|c| c.1 * c.2).sum::<f64>() / mass;
             mean_return += average / n;
             for (gradient, probability, ret) in &position.candidates {
-                for (s, g) in step.iter_mut().zip(gradient) {
+                for ((s, f), g) in step.iter_mut().zip(&mut fisher).zip(gradient) {
                     *s += settings.learning_rate * probability / mass * (ret - average) * g / n;
+                    *f += probability / mass * g * g / n;
                 }
             }
         }
@@ -164,7 +184,23 @@ pub fn update_expected(
             *s += settings.learning_rate * advantage * g / n;
         }
     }
-    apply_step(params, step, positions.len(), mean_return, settings)
+    match settings.step_rule {
+        StepRule::Clipped => apply_step(params, step, positions.len(), mean_return, settings),
+        StepRule::Natural { damping, max_kl } => {
+            for (s, f) in step.iter_mut().zip(fisher) {
+                *s /= f + damping.max(f64::MIN_POSITIVE);
+            }
+            // KL(π_old ‖ π_new) ≈ ½ Σ F_i s_i² for a small step s.
+            let kl: f64 = 0.5 * step.iter().zip(fisher).map(|(s, f)| f * s * s).sum::<f64>();
+            let scale = if kl > 0.0 { (max_kl / kl).sqrt() } else { 0.0 };
+            let unclipped = LearnSettings {
+                max_step: f64::INFINITY,
+                ..*settings
+            };
+            step.iter_mut().for_each(|s| *s *= scale);
+            apply_step(params, step, positions.len(), mean_return, &unclipped)
+        }
+    }
 }
 
 /// The next version: `params` moved by `step`, its norm clipped to the largest step and each
@@ -268,6 +304,61 @@ mod tests {
         // Moves: 0.5 per position, averaged; results ±1 around a mean of 0, weighted 0.1
         // (the server's result weight): (0.1·(−1)·(−1) + 0.1·1·1) / 2 = 0.1.
         assert!((both.weights[1] - 0.6).abs() < 1e-12, "{:?}", both.weights);
+    }
+
+    #[test]
+    fn a_natural_step_moves_a_rare_feature_far_and_the_policy_by_the_set_amount() {
+        let params = PolicyParams::default();
+        let settings = LearnSettings {
+            step_rule: StepRule::Natural {
+                damping: 0.001,
+                max_kl: 0.01,
+            },
+            ..LearnSettings::default()
+        };
+        let along = |i: usize, x: f64| {
+            let mut g = [0.0; FEATURE_COUNT];
+            g[i] = x;
+            g
+        };
+        // Feature 1 is common: it tells the two likely moves of position A apart by a whole unit.
+        // Feature 12 is rare: it tells those of position B apart by a tenth. In both, the move
+        // with more of it scored 1 and the other 0.
+        let position = |i: usize, x: f64| PositionCredit {
+            candidates: vec![(along(i, x), 0.5, 1.0), (along(i, -x), 0.5, 0.0)],
+            chosen_gradient: [0.0; FEATURE_COUNT],
+            result: 0.0,
+        };
+        let (next, _) = update_expected(&params, &[position(1, 1.0), position(12, 0.1)], &settings);
+        let common = next.weights[1] - params.weights[1];
+        let rare = next.weights[12] - params.weights[12];
+        // Plain gradients (per unit learning rate): 0.25 and 0.025. Fisher information: 0.5 and
+        // 0.005. Natural directions: 0.25 / 0.501 and 0.025 / 0.006.
+        let (natural_common, natural_rare) = (0.25 / 0.501, 0.025 / 0.006);
+        assert!(rare > common && common > 0.0, "{common} {rare}");
+        assert!(
+            (rare / common - natural_rare / natural_common).abs() < 1e-9,
+            "{common} {rare}"
+        );
+        // The policy moves by max_kl: ½ (0.5 · common² + 0.005 · rare²).
+        let kl = 0.5 * (0.5 * common * common + 0.005 * rare * rare);
+        assert!((kl - 0.01).abs() < 1e-12, "{kl}");
+        // Nothing else moved.
+        for i in (0..FEATURE_COUNT).filter(|i| *i != 1 && *i != 12) {
+            assert_eq!(next.weights[i], params.weights[i]);
+        }
+        // With nothing to tell moves apart, a natural step is no step.
+        let (same, report) = update_expected(
+            &params,
+            &[PositionCredit {
+                candidates: vec![(along(1, 1.0), 0.5, 0.3), (along(1, -1.0), 0.5, 0.3)],
+                chosen_gradient: [0.0; FEATURE_COUNT],
+                result: 0.0,
+            }],
+            &settings,
+        );
+        assert_eq!(same.weights, params.weights);
+        assert_eq!(report.step_norm, 0.0);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! - [`features`]: what a move does (material by static exchange, sacrifices, checks, attack on
 //!   the king, lines opened toward it, mobility), as numbers the policy weighs.
 //! - [`search`]: a material-and-position evaluation with a shallow alpha-beta and quiescence.
+//! - [`verify`]: the sacrifices the shallow search likes, searched again deeper.
 //! - [`agent`]: the policy, a softmax over weighted move features at a temperature.
 //! - [`judge`]: the reward model, either the engine judge or an LLM's verdict (strict JSON).
 //! - [`stockfish`] and [`oracle`]: Stockfish over UCI, and soundness and annotations judged by it.
@@ -24,6 +25,7 @@ pub mod rating_fit;
 pub mod search;
 pub mod selfplay;
 pub mod stockfish;
+pub mod verify;
 
 pub use lachesis_shared::chess::shakmaty;
 
