@@ -43,8 +43,9 @@ impl Default for SelfPlayConfig {
             oracle: OracleSettings::default(),
             // Natural-gradient steps of a fixed size in policy space, so the rare verified
             // sacrifice can earn a weight within four updates. A sound sacrifice is worth more
-            // than an unsound one costs: about half the verified ones are sound, and at an even
-            // price the agent learns that no sacrifice pays. A lost game still costs every move.
+            // than an unsound one costs: even the verified ones are unsound more often than not,
+            // and at an even price the agent learns that no sacrifice pays. A lost game still
+            // costs every move.
             learn: LearnSettings {
                 result_weight: 0.3,
                 sound_sacrifice_bonus: 2.0,

@@ -1,9 +1,8 @@
 //! A second, deeper look at the sacrifices the agent's shallow search rates close to its best
-//! move. Judged by Stockfish, a depth-2 search that rates a sacrifice as its best move is right
-//! about its soundness a third of the time; searched three plies deeper and compared with the
-//! position searched as deep, a sacrifice that still holds is sound about half the time. The
-//! agent's policy sees the result as the `verified_sacrifice` feature, which learning can trust
-//! or not.
+//! move. A depth-2 search cannot tell a sacrifice that pays two moves later from a blunder; three
+//! plies more often can. Policies that weigh what it verifies play sacrifices Stockfish finds sound
+//! 35-63% of the time, where version 0's are sound 13-31% of the time. The agent's policy sees the
+//! result as the `verified_sacrifice` feature, which learning can trust or not.
 
 use shakmaty::{Chess, Move, Position};
 
