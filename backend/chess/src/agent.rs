@@ -5,7 +5,7 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 use shakmaty::{Chess, Move};
 
-use crate::features::{FEATURE_COUNT, MoveFeatures, NAMES};
+use crate::features::{FEATURE_COUNT, MoveFeatures, NAMES, VERIFIED_SACRIFICE};
 use crate::search::SearchStats;
 use crate::shakmaty;
 use crate::verify;
@@ -73,6 +73,13 @@ impl PolicyParams {
             .collect()
     }
 
+    /// Whether the `verified_sacrifice` feature changes what this policy plays.
+    pub fn weighs_verified_sacrifices(&self) -> bool {
+        self.weights
+            .get(VERIFIED_SACRIFICE)
+            .is_some_and(|w| *w != 0.0)
+    }
+
     fn score(&self, f: &MoveFeatures) -> f64 {
         f.values()
             .iter()
@@ -113,10 +120,27 @@ pub struct Candidate {
 pub const MAX_CANDIDATES: usize = 6;
 const MIN_CANDIDATE: f64 = 0.02;
 
-/// Chooses a move for the side to move; `None` when the game is over.
+/// Chooses a move for the side to move, with every feature measured so the decision can be
+/// learned from; `None` when the game is over.
 pub fn choose(params: &PolicyParams, pos: &Chess, rng: &mut impl Rng) -> Option<Decision> {
+    choose_with(params, pos, true, rng)
+}
+
+/// [`choose`] for a player that does not learn from its moves (a fixed baseline, a rating game):
+/// the deeper look at sacrifices is skipped when the policy gives it no weight. The move drawn is
+/// the same; only the decision's gradient lacks that feature's term.
+pub fn choose_to_play(params: &PolicyParams, pos: &Chess, rng: &mut impl Rng) -> Option<Decision> {
+    choose_with(params, pos, params.weighs_verified_sacrifices(), rng)
+}
+
+fn choose_with(
+    params: &PolicyParams,
+    pos: &Chess,
+    verify: bool,
+    rng: &mut impl Rng,
+) -> Option<Decision> {
     let mut stats = SearchStats::default();
-    let (scored, best_value) = verify::scored_features(pos, params.depth, &mut stats);
+    let (scored, best_value) = verify::scored_features(pos, params.depth, verify, &mut stats);
     if scored.is_empty() {
         return None;
     }
@@ -186,7 +210,8 @@ pub fn choose(params: &PolicyParams, pos: &Chess, rng: &mut impl Rng) -> Option<
 /// Every legal move with its probability under `params`.
 pub fn distribution(params: &PolicyParams, pos: &Chess) -> Vec<(Move, f64)> {
     let mut stats = SearchStats::default();
-    let (scored, _) = verify::scored_features(pos, params.depth, &mut stats);
+    let verify = params.weighs_verified_sacrifices();
+    let (scored, _) = verify::scored_features(pos, params.depth, verify, &mut stats);
     let scores: Vec<f64> = scored
         .iter()
         .map(|(_, _, f)| params.score(f) / params.temperature)
@@ -241,6 +266,49 @@ mod tests {
             *w += 0.05 * g;
         }
         assert!(p(&nudged) > p(&params), "{} -> {}", p(&params), p(&nudged));
+    }
+
+    #[test]
+    fn a_player_that_does_not_learn_skips_the_deeper_look_until_it_weighs_it() {
+        // c4 here is a pawn sacrifice the deeper search verifies (see `verify`).
+        let pos = parse_fen("r1b2bnr/2q1kp2/1np1p1pp/pp6/1P3PPP/2PP4/P2QP1B1/1RB1K1NR w K - 0 17")
+            .unwrap();
+        let c4 = lachesis_shared::chess::rules::parse_uci(&pos, "c3c4").unwrap();
+        let draw = |params: &PolicyParams, learning: bool| {
+            let mut rng = StdRng::seed_from_u64(3);
+            if learning {
+                choose(params, &pos, &mut rng).unwrap()
+            } else {
+                choose_to_play(params, &pos, &mut rng).unwrap()
+            }
+        };
+        let v0 = PolicyParams::default();
+        let (learning, playing) = (draw(&v0, true), draw(&v0, false));
+        // The same move, as likely: the feature weighs nothing in version 0.
+        assert_eq!(learning.chosen, playing.chosen);
+        assert!((learning.probability - playing.probability).abs() < 1e-12);
+        // Learning keeps the verified sacrifice, and its gradient says it is one; playing never
+        // looked, so no move's gradient has that term.
+        let verified_term = |d: &Decision| {
+            d.candidates
+                .iter()
+                .find(|c| c.m == c4)
+                .map(|c| c.log_prob_gradient[crate::features::VERIFIED_SACRIFICE])
+        };
+        assert!(verified_term(&learning).is_some_and(|g| g > 0.0));
+        assert!(
+            playing
+                .candidates
+                .iter()
+                .all(|c| c.log_prob_gradient[crate::features::VERIFIED_SACRIFICE] == 0.0)
+        );
+        // A policy that weighs verified sacrifices looks whether it learns or not.
+        let mut trusting = v0.clone();
+        trusting.weights[crate::features::VERIFIED_SACRIFICE] = 2.0;
+        let (learning, playing) = (draw(&trusting, true), draw(&trusting, false));
+        assert!(verified_term(&learning).is_some_and(|g| g > 0.0));
+        assert!(verified_term(&playing).is_some_and(|g| g > 0.0));
+        assert!((learning.probability - playing.probability).abs() < 1e-12);
     }
 
     #[test]

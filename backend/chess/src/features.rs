@@ -26,6 +26,8 @@ pub const NAMES: [&str; FEATURE_COUNT] = [
     "verified_sacrifice",
 ];
 pub const FEATURE_COUNT: usize = 13;
+/// The index of `verified_sacrifice` in [`NAMES`] and [`MoveFeatures::values`].
+pub const VERIFIED_SACRIFICE: usize = 12;
 
 /// A sacrifice the agent's own search rates within this of its best move is "backed": the
 /// search sees something for the material inside its horizon.

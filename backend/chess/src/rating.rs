@@ -197,7 +197,7 @@ impl Player {
         rng: &mut StdRng,
     ) -> Result<(Move, bool), EngineError> {
         let policy = |params: &PolicyParams, rng: &mut StdRng| {
-            agent::choose(params, pos, rng)
+            agent::choose_to_play(params, pos, rng)
                 .map(|d| (d.chosen, d.features.offered_centipawns() > 0))
                 .ok_or_else(|| EngineError::Protocol("no legal move in a live game".into()))
         };

@@ -168,12 +168,13 @@ pub fn play_game(
         if ucis.len() >= max_plies {
             break adjudicate(&pos);
         }
-        let mover = if pos.turn() == agent_color {
-            agent
+        // Only the agent's moves are learned from; the baseline just plays.
+        let decision = if pos.turn() == agent_color {
+            agent::choose(agent, &pos, rng)
         } else {
-            baseline
+            agent::choose_to_play(baseline, &pos, rng)
         };
-        let Some(decision) = agent::choose(mover, &pos, rng) else {
+        let Some(decision) = decision else {
             break adjudicate(&pos);
         };
         let m = decision.chosen;
@@ -418,6 +419,7 @@ mod tests {
             .iter()
             .position(|n| *n == "verified_sacrifice")
             .unwrap();
+        assert_eq!(verified, crate::features::VERIFIED_SACRIFICE);
         assert!(
             report.final_params.weights[verified] >= 0.5,
             "{:?}",

@@ -21,11 +21,13 @@ pub const LOST_CP: i32 = 300;
 /// Plies the deeper search adds to the agent's depth.
 pub const EXTRA_PLIES: u32 = 3;
 
-/// Every legal move of `pos` with the shallow search's value and its features (the
-/// `verified_sacrifice` one included), and the best shallow value.
+/// Every legal move of `pos` with the shallow search's value and its features, and the best
+/// shallow value. The `verified_sacrifice` feature is searched for only when `verify` is set, and
+/// is 0 otherwise.
 pub fn scored_features(
     pos: &Chess,
     depth: u32,
+    verify: bool,
     stats: &mut SearchStats,
 ) -> (Vec<(Move, i32, MoveFeatures)>, i32) {
     let depth = depth.max(1);
@@ -37,7 +39,7 @@ pub fn scored_features(
         .into_iter()
         .map(|(m, value)| {
             let mut f = features::extract(pos, m, value, best_value);
-            if f.sacrifice > 0.0 && best_value - value <= SHORTLIST_WITHIN_CP {
+            if verify && f.sacrifice > 0.0 && best_value - value <= SHORTLIST_WITHIN_CP {
                 let best = *deep_best
                     .get_or_insert_with(|| search::search(pos, depth + EXTRA_PLIES, stats));
                 let mut after = pos.clone();
@@ -62,7 +64,7 @@ mod tests {
         let pos = parse_fen(fen).unwrap();
         let m = parse_uci(&pos, uci).unwrap();
         let mut stats = SearchStats::default();
-        let (moves, _) = scored_features(&pos, 2, &mut stats);
+        let (moves, _) = scored_features(&pos, 2, true, &mut stats);
         moves.into_iter().find(|(mv, _, _)| *mv == m).unwrap().2
     }
 
@@ -100,7 +102,7 @@ mod tests {
         let pos = parse_fen("4k3/8/8/3p4/8/8/8/3QK3 b - - 0 1").unwrap();
         let push = parse_uci(&pos, "d5d4").unwrap();
         let mut stats = SearchStats::default();
-        let (moves, best) = scored_features(&pos, 2, &mut stats);
+        let (moves, best) = scored_features(&pos, 2, true, &mut stats);
         let (_, value, f) = moves.iter().find(|(m, _, _)| *m == push).unwrap();
         assert_eq!(f.offered_centipawns(), 100, "{f:?}");
         assert!(best - value <= SHORTLIST_WITHIN_CP, "{best} {value}");
