@@ -11,7 +11,7 @@ use crate::shakmaty;
 use crate::verify;
 
 /// The default search depth (plies, the move itself included). With the deeper look at sacrifices
-/// (see [`crate::verify`]) a move takes 36 ms on average, 254 ms at the 99th percentile.
+/// (see [`crate::verify`]) a move takes 21 ms on average, 104 ms at the 99th percentile.
 pub const DEFAULT_DEPTH: u32 = 2;
 pub const DEFAULT_TEMPERATURE: f64 = 0.4;
 

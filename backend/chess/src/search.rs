@@ -1,7 +1,10 @@
 //! A small evaluation and a shallow alpha-beta search with a capture-only quiescence, enough to
 //! tell a sound sacrifice from a blunder at the depths a move must be answered in.
 
-use shakmaty::{Chess, Color, Move, Position, Role, Square};
+use std::collections::HashMap;
+
+use shakmaty::zobrist::Zobrist64;
+use shakmaty::{Chess, Color, EnPassantMode, Move, Position, Role, Square};
 
 use crate::piece_value;
 use crate::shakmaty;
@@ -62,20 +65,13 @@ pub struct SearchStats {
 /// Every legal move of `pos` with its value for the mover after `depth` plies (the move itself
 /// counts as one), each searched with a full window so the values are exact, not bounds.
 pub fn score_moves(pos: &Chess, depth: u32, stats: &mut SearchStats) -> Vec<(Move, i32)> {
-    let moves = pos.legal_moves();
-    moves
+    let mut memory = OrderMemory::default();
+    pos.legal_moves()
         .into_iter()
         .map(|m| {
             let mut after = pos.clone();
             after.play_unchecked(m);
-            let value = -negamax(
-                &after,
-                depth.saturating_sub(1),
-                -INFINITY,
-                INFINITY,
-                1,
-                stats,
-            );
+            let value = -deepen(&after, depth.saturating_sub(1), 1, &mut memory, stats);
             (m, value)
         })
         .collect()
@@ -83,22 +79,112 @@ pub fn score_moves(pos: &Chess, depth: u32, stats: &mut SearchStats) -> Vec<(Mov
 
 /// The value of `pos` for the side to move, searched `depth` plies.
 pub fn search(pos: &Chess, depth: u32, stats: &mut SearchStats) -> i32 {
-    negamax(pos, depth, -INFINITY, INFINITY, 0, stats)
+    search_with(pos, depth, &mut OrderMemory::default(), stats)
+}
+
+/// [`search`], deepening one ply at a time and remembering in `memory` which moves proved best,
+/// so each iteration, and any later search sharing `memory`, tries them first. The order only
+/// decides how much alpha-beta prunes: a full-window search has the same value in any order.
+pub fn search_with(
+    pos: &Chess,
+    depth: u32,
+    memory: &mut OrderMemory,
+    stats: &mut SearchStats,
+) -> i32 {
+    deepen(pos, depth, 0, memory, stats)
+}
+
+/// Iterative deepening from a root `ply` plies below the caller's position (mate scores count
+/// plies from there).
+fn deepen(
+    pos: &Chess,
+    depth: u32,
+    ply: i32,
+    memory: &mut OrderMemory,
+    stats: &mut SearchStats,
+) -> i32 {
+    let key = pos.zobrist_hash::<Zobrist64>(EnPassantMode::Legal).0;
+    let mut value = 0;
+    for d in depth.min(1)..=depth {
+        let node = Node { key, ply };
+        value = negamax(pos, node, d, -INFINITY, INFINITY, memory, stats);
+    }
+    value
+}
+
+/// What earlier searches learned about move order: the move that was best (or refuted the
+/// opponent's line) in each position searched to some depth, and per ply the quiet moves that
+/// last caused a cut-off ("killers"). Bounded: it forgets everything when full.
+#[derive(Debug, Default)]
+pub struct OrderMemory {
+    best_moves: HashMap<u64, Move>,
+    killers: Vec<[Option<Move>; 2]>,
+}
+
+/// Positions whose best move is remembered before the memory starts over: about 40 MB.
+const REMEMBERED_POSITIONS: usize = 1 << 20;
+
+impl OrderMemory {
+    fn remember(&mut self, key: u64, m: Move, ply: usize) {
+        if self.best_moves.len() >= REMEMBERED_POSITIONS {
+            self.best_moves.clear();
+        }
+        self.best_moves.insert(key, m);
+        if m.is_capture() || m.is_promotion() {
+            return;
+        }
+        if self.killers.len() <= ply {
+            self.killers.resize(ply + 1, [None; 2]);
+        }
+        let slot = &mut self.killers[ply];
+        if slot[0] != Some(m) {
+            slot[1] = slot[0];
+            slot[0] = Some(m);
+        }
+    }
+
+    /// Remembered best move first, then captures and promotions by value, then the killers.
+    fn order(&self, moves: &mut [Move], key: u64, ply: usize) {
+        let best = self.best_moves.get(&key).copied();
+        let killers = self.killers.get(ply).copied().unwrap_or([None; 2]);
+        moves.sort_by_key(|&m| {
+            if Some(m) == best {
+                i32::MIN
+            } else if ordering_key(m) > 0 {
+                -ordering_key(m)
+            } else if Some(m) == killers[0] {
+                1
+            } else if Some(m) == killers[1] {
+                2
+            } else {
+                3
+            }
+        });
+    }
+}
+
+/// Where a searched position sits: its hash (for the order memory) and its distance from the
+/// root.
+#[derive(Clone, Copy)]
+struct Node {
+    key: u64,
+    ply: i32,
 }
 
 fn negamax(
     pos: &Chess,
+    node: Node,
     depth: u32,
     mut alpha: i32,
     beta: i32,
-    ply: i32,
+    memory: &mut OrderMemory,
     stats: &mut SearchStats,
 ) -> i32 {
     stats.nodes += 1;
     let mut moves = pos.legal_moves();
     if moves.is_empty() {
         // Mate sooner is worse for the mated side; stalemate is level.
-        return if pos.is_check() { -MATE + ply } else { 0 };
+        return if pos.is_check() { -MATE + node.ply } else { 0 };
     }
     if pos.is_insufficient_material() || pos.halfmoves() >= 100 {
         return 0;
@@ -106,17 +192,34 @@ fn negamax(
     if depth == 0 {
         return quiesce(pos, alpha, beta, QUIESCENCE_DEPTH, stats);
     }
-    moves.sort_by_key(|m| -ordering_key(*m));
+    let ply_index = usize::try_from(node.ply).unwrap_or(0);
+    memory.order(&mut moves, node.key, ply_index);
     let mut best = -INFINITY;
+    let mut best_move = None;
     for m in moves {
         let mut after = pos.clone();
         after.play_unchecked(m);
-        let value = -negamax(&after, depth - 1, -beta, -alpha, ply + 1, stats);
-        best = best.max(value);
+        // The hash is only a hint for ordering, so a collision costs nodes, never correctness.
+        let key = pos
+            .update_zobrist_hash(Zobrist64(node.key), m, EnPassantMode::Legal)
+            .unwrap_or_else(|| after.zobrist_hash(EnPassantMode::Legal))
+            .0;
+        let child = Node {
+            key,
+            ply: node.ply + 1,
+        };
+        let value = -negamax(&after, child, depth - 1, -beta, -alpha, memory, stats);
+        if value > best {
+            best = value;
+            best_move = Some(m);
+        }
         alpha = alpha.max(value);
         if alpha >= beta {
             break;
         }
+    }
+    if let Some(m) = best_move {
+        memory.remember(node.key, m, ply_index);
     }
     best
 }
@@ -182,6 +285,86 @@ mod tests {
         let (m, v) = best("4k3/8/8/3q4/8/8/3R4/4K3 w - - 0 1", 2);
         assert_eq!(m, "d2d5");
         assert!(v >= 500, "{v}");
+    }
+
+    /// Plain minimax over the same tree (every move to `depth`, then captures only, standing
+    /// pat allowed), without pruning: what alpha-beta must return in any move order.
+    fn minimax(pos: &Chess, depth: u32, ply: i32) -> i32 {
+        let moves = pos.legal_moves();
+        if moves.is_empty() {
+            return if pos.is_check() { -MATE + ply } else { 0 };
+        }
+        if pos.is_insufficient_material() || pos.halfmoves() >= 100 {
+            return 0;
+        }
+        if depth == 0 {
+            return quiescence_minimax(pos, QUIESCENCE_DEPTH);
+        }
+        moves
+            .into_iter()
+            .map(|m| {
+                let mut after = pos.clone();
+                after.play_unchecked(m);
+                -minimax(&after, depth - 1, ply + 1)
+            })
+            .fold(-INFINITY, i32::max)
+    }
+
+    fn quiescence_minimax(pos: &Chess, depth: u32) -> i32 {
+        let stand_pat = evaluate(pos);
+        if depth == 0 {
+            return stand_pat;
+        }
+        pos.capture_moves()
+            .into_iter()
+            .map(|m| {
+                let mut after = pos.clone();
+                after.play_unchecked(m);
+                -quiescence_minimax(&after, depth - 1)
+            })
+            .fold(stand_pat, i32::max)
+    }
+
+    #[test]
+    fn ordered_search_has_the_value_of_plain_minimax() {
+        // A quiet opening, an open middlegame with hanging pieces, and a mating attack.
+        // Plain minimax is slow: the middlegames are compared two plies deep.
+        for (fen, depth) in [
+            (START_FEN, 3),
+            (
+                "r1bqkb1r/pppp1ppp/2n2n2/4p2Q/2B1P3/8/PPPP1PPP/RNB1K1NR w KQkq - 4 4",
+                2,
+            ),
+            (
+                "r2q1rk1/ppp2ppp/2n1bn2/3pp3/1b1PP3/2NB1N2/PPP2PPP/R1BQ1RK1 w - - 0 8",
+                2,
+            ),
+        ] {
+            let pos = parse_fen(fen).unwrap();
+            let mut stats = SearchStats::default();
+            assert_eq!(
+                search(&pos, depth, &mut stats),
+                minimax(&pos, depth, 0),
+                "{fen}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_search_sharing_memory_visits_fewer_nodes_for_the_same_value() {
+        let pos = parse_fen("r2q1rk1/ppp2ppp/2n1bn2/3pp3/1b1PP3/2NB1N2/PPP2PPP/R1BQ1RK1 w - - 0 8")
+            .unwrap();
+        let mut memory = OrderMemory::default();
+        let mut first = SearchStats::default();
+        let value = search_with(&pos, 4, &mut memory, &mut first);
+        let mut again = SearchStats::default();
+        assert_eq!(search_with(&pos, 4, &mut memory, &mut again), value);
+        assert!(
+            again.nodes < first.nodes,
+            "{} then {}",
+            first.nodes,
+            again.nodes
+        );
     }
 
     #[test]

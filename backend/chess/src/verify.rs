@@ -7,7 +7,7 @@
 use shakmaty::{Chess, Move, Position};
 
 use crate::features::{self, MoveFeatures};
-use crate::search::{self, SearchStats};
+use crate::search::{self, OrderMemory, SearchStats};
 use crate::shakmaty;
 
 /// Only sacrifices the shallow search rates within this of its best move are searched again:
@@ -35,16 +35,21 @@ pub fn scored_features(
     let best_value = scored.iter().map(|(_, v)| *v).max().unwrap_or(0);
     // The position searched as deep as the sacrifices, once, and only when one needs it.
     let mut deep_best = None;
+    // The root's deeper search leaves behind the order in which each sacrifice's own search
+    // should try its replies.
+    let mut memory = OrderMemory::default();
     let moves = scored
         .into_iter()
         .map(|(m, value)| {
             let mut f = features::extract(pos, m, value, best_value);
             if verify && f.sacrifice > 0.0 && best_value - value <= SHORTLIST_WITHIN_CP {
-                let best = *deep_best
-                    .get_or_insert_with(|| search::search(pos, depth + EXTRA_PLIES, stats));
+                let best = *deep_best.get_or_insert_with(|| {
+                    search::search_with(pos, depth + EXTRA_PLIES, &mut memory, stats)
+                });
                 let mut after = pos.clone();
                 after.play_unchecked(m);
-                let deep = -search::search(&after, depth + EXTRA_PLIES - 1, stats);
+                let deep =
+                    -search::search_with(&after, depth + EXTRA_PLIES - 1, &mut memory, stats);
                 if best > -LOST_CP && best - deep <= VERIFIED_WITHIN_CP {
                     f.verified_sacrifice = 1.0;
                 }
