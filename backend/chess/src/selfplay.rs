@@ -323,12 +323,8 @@ fn judge_candidates(
     result: f64,
     config: &SelfPlayConfig,
 ) -> Result<(MoveReward, bool, PositionCredit), EngineError> {
-    let mut moves: Vec<Move> = decision.candidates.iter().map(|c| c.m).collect();
-    if !moves.contains(&decision.chosen) {
-        moves.push(decision.chosen);
-    }
+    let moves: Vec<Move> = decision.candidates.iter().map(|c| c.m).collect();
     let assessments = oracle::assess_each(pool, before, &moves)?;
-    let mut chosen = None;
     let mut candidates = Vec::with_capacity(decision.candidates.len());
     for (m, assessment) in moves.iter().zip(&assessments) {
         let verdict = oracle::verdict(before, *m, assessment, &config.oracle);
@@ -336,15 +332,13 @@ fn judge_candidates(
             let ret = learn::move_return(&verdict, &config.learn);
             candidates.push((c.log_prob_gradient, c.probability, ret));
         }
-        if *m == decision.chosen {
-            let sound = oracle::soundness(verdict.material_offered, assessment, &config.oracle)
-                == Soundness::Sound;
-            chosen = Some((verdict, sound));
-        }
     }
-    let (verdict, sound) = chosen.ok_or_else(|| {
-        EngineError::Protocol("the played move was not among those searched".into())
-    })?;
+    // The move played is judged on its own: in the multi-line search above its score depends
+    // on which other moves share the search, and those change as the policy learns.
+    let assessment = oracle::assess(pool, before, decision.chosen)?;
+    let verdict = oracle::verdict(before, decision.chosen, &assessment, &config.oracle);
+    let sound = oracle::soundness(verdict.material_offered, &assessment, &config.oracle)
+        == Soundness::Sound;
     let position = PositionCredit {
         candidates,
         chosen_gradient: decision.log_prob_gradient,

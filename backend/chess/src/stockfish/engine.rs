@@ -135,6 +135,12 @@ impl Engine {
         moves: &[String],
         config: &EngineConfig,
     ) -> Result<(Analysis, Vec<(String, Score)>), EngineError> {
+        // Every search starts from an empty hash, so a position is judged the same whatever
+        // the engine searched before it: a move's verdict does not depend on which other
+        // moves were judged first.
+        self.send("ucinewgame")?;
+        self.send("isready")?;
+        self.wait_for(|l| l == "readyok", Instant::now() + config.deadline)?;
         self.send(&format!("position fen {fen}"))?;
         let limit = match config.limit {
             SearchLimit::Depth(d) => format!("depth {d}"),
