@@ -201,3 +201,28 @@ fn annotations_follow_the_fall_in_winning_chances() {
     assert_eq!(shown_eval(-40), "-0.4");
     assert_eq!(shown_eval(130), "+1.3");
 }
+
+#[test]
+fn a_move_is_judged_the_same_whatever_the_engine_searched_before() {
+    let fresh = pool(SearchLimit::Depth(10), Duration::from_secs(20));
+    let used = pool(SearchLimit::Depth(10), Duration::from_secs(20));
+    let fen = "r2q1rk1/ppp2ppp/2n1bn2/3pp3/1b1PP3/2NB1N2/PPP2PPP/R1BQ1RK1 w - - 0 8";
+    let pos = parse_fen(fen).unwrap();
+    let m = parse_uci(&pos, "d4e5").unwrap();
+    // The used engine first searches other positions, and this one beside other moves.
+    for other in [
+        "r1bqkb1r/pppp1ppp/2n2n2/4p2Q/2B1P3/8/PPPP1PPP/RNB1K1NR w KQkq - 4 4",
+        "rnbqkbnr/pppp1ppp/8/4p3/4P3/8/PPPP1PPP/RNBQKBNR w KQkq - 0 2",
+    ] {
+        used.analyse(other, None).unwrap();
+    }
+    let beside: Vec<_> = ["d4e5", "c3d5", "a2a3"]
+        .iter()
+        .map(|u| parse_uci(&pos, u).unwrap())
+        .collect();
+    assess_each(&used, &pos, &beside).unwrap();
+    assert_eq!(
+        assess(&used, &pos, m).unwrap(),
+        assess(&fresh, &pos, m).unwrap()
+    );
+}
