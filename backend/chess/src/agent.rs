@@ -116,7 +116,7 @@ pub struct Candidate {
 }
 
 /// At most this many candidates are kept per decision, each at least [`MIN_CANDIDATE`] likely,
-/// besides every verified sacrifice.
+/// besides every sacrifice the shallow search rates close to its best move.
 pub const MAX_CANDIDATES: usize = 6;
 const MIN_CANDIDATE: f64 = 0.02;
 
@@ -180,14 +180,20 @@ fn choose_with(
     let log_prob_gradient = gradient_of(&f);
     let mut likeliest: Vec<usize> = (0..candidates.len()).collect();
     likeliest.sort_by(|a, b| exps[*b].total_cmp(&exps[*a]));
-    // Verified sacrifices are kept however unlikely: they are rare, and learning whether to
-    // trust them needs every one judged, not only those the policy already plays.
+    // Sacrifices the shallow search rates close to its best move (those the deeper look
+    // considers) are kept however unlikely. Learning whether to trust the verified ones needs
+    // every one judged, not only those the policy already plays; and the unverified ones are
+    // what a larger weight on sacrifice in general would unlock: unjudged, they cost nothing in
+    // the update, and the next version plays them.
+    let shortlisted = |c: &(Move, i32, MoveFeatures, f64)| {
+        c.2.sacrifice > 0.0 && best_value - c.1 <= verify::SHORTLIST_WITHIN_CP
+    };
     let kept = likeliest
         .into_iter()
         .enumerate()
         .filter(|(rank, i)| {
             (*rank < MAX_CANDIDATES && exps[*i] / total >= MIN_CANDIDATE)
-                || candidates[*i].2.verified_sacrifice > 0.0
+                || shortlisted(&candidates[*i])
         })
         .map(|(_, i)| Candidate {
             m: candidates[i].0,

@@ -9,6 +9,7 @@ use lachesis_shared::chess::{MoveMark, MoveReward};
 
 use crate::agent::PolicyParams;
 use crate::features::FEATURE_COUNT;
+use crate::trust_region;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LearnSettings {
@@ -38,12 +39,12 @@ pub struct LearnSettings {
 pub enum StepRule {
     /// The gradient times the learning rate, its norm clipped to `max_step`.
     Clipped,
-    /// The natural gradient: each weight's step divided by the policy's Fisher information along
-    /// it (plus `damping`), the whole step then sized so the policy moves `max_kl` nats per
-    /// position (to second order), whatever the learning rate. A rare feature, such as a verified
-    /// sacrifice, barely changes the policy when its weight moves, so it may move far; a common
-    /// one, such as the search's value, moves little. With a clipped step, the common features
-    /// take the whole of it.
+    /// The natural gradient: the gradient solved against the policy's Fisher information matrix
+    /// (plus `damping` on its diagonal), the step then sized so the policy over the likely moves
+    /// moves `max_kl` nats per position, whatever the learning rate (see [`trust_region`]). A
+    /// rare feature, such as a verified sacrifice, barely changes the policy when its weight
+    /// moves, so it may move far; a common one, such as the search's value, moves little. With a
+    /// clipped step, the common features take the whole of it.
     Natural { damping: f64, max_kl: f64 },
 }
 
@@ -120,7 +121,7 @@ pub fn update(
     settings: &LearnSettings,
 ) -> (PolicyParams, UpdateReport) {
     if credits.is_empty() {
-        return apply_step(params, [0.0; FEATURE_COUNT], 0, 0.0, settings);
+        return apply_step(params, [0.0; FEATURE_COUNT], 0.0, 0, 0.0, settings);
     }
     let returns: Vec<f64> = credits
         .iter()
@@ -134,7 +135,14 @@ pub fn update(
             *s += settings.learning_rate * advantage * g / credits.len() as f64;
         }
     }
-    apply_step(params, step, credits.len(), mean_return, settings)
+    apply_step(
+        params,
+        step,
+        settings.max_step,
+        credits.len(),
+        mean_return,
+        settings,
+    )
 }
 
 /// One position the agent moved in, with the moves it was likely to play there judged.
@@ -159,13 +167,11 @@ pub fn update_expected(
     settings: &LearnSettings,
 ) -> (PolicyParams, UpdateReport) {
     if positions.is_empty() {
-        return apply_step(params, [0.0; FEATURE_COUNT], 0, 0.0, settings);
+        return apply_step(params, [0.0; FEATURE_COUNT], 0.0, 0, 0.0, settings);
     }
     let n = positions.len() as f64;
     let mean_result = positions.iter().map(|p| p.result).sum::<f64>() / n;
     let mut step = [0.0; FEATURE_COUNT];
-    // The diagonal of the Fisher information, E[(d log π / d w)²], over the likely moves.
-    let mut fisher = [0.0; FEATURE_COUNT];
     let mut mean_return = 0.0;
     for position in positions {
         let mass: f64 = position.candidates.iter().map(|c| c.1).sum();
@@ -173,9 +179,8 @@ pub fn update_expected(
             let average = position.candidates.iter().map(|c| c.1 * c.2).sum::<f64>() / mass;
             mean_return += average / n;
             for (gradient, probability, ret) in &position.candidates {
-                for ((s, f), g) in step.iter_mut().zip(&mut fisher).zip(gradient) {
+                for (s, g) in step.iter_mut().zip(gradient) {
                     *s += settings.learning_rate * probability / mass * (ret - average) * g / n;
-                    *f += probability / mass * g * g / n;
                 }
             }
         }
@@ -185,30 +190,41 @@ pub fn update_expected(
         }
     }
     match settings.step_rule {
-        StepRule::Clipped => apply_step(params, step, positions.len(), mean_return, settings),
+        StepRule::Clipped => apply_step(
+            params,
+            step,
+            settings.max_step,
+            positions.len(),
+            mean_return,
+            settings,
+        ),
         StepRule::Natural { damping, max_kl } => {
-            for (s, f) in step.iter_mut().zip(fisher) {
-                *s /= f + damping.max(f64::MIN_POSITIVE);
-            }
-            // KL(π_old ‖ π_new) ≈ ½ Σ F_i s_i² for a small step s.
-            let kl: f64 = 0.5 * step.iter().zip(fisher).map(|(s, f)| f * s * s).sum::<f64>();
-            let scale = if kl > 0.0 { (max_kl / kl).sqrt() } else { 0.0 };
-            let unclipped = LearnSettings {
-                max_step: f64::INFINITY,
-                ..*settings
-            };
-            step.iter_mut().for_each(|s| *s *= scale);
-            apply_step(params, step, positions.len(), mean_return, &unclipped)
+            let fisher = trust_region::fisher_matrix(positions);
+            let direction =
+                trust_region::solve_damped(&fisher, damping.max(f64::MIN_POSITIVE), &step)
+                    .unwrap_or([0.0; FEATURE_COUNT]);
+            let scale = trust_region::scale_to_kl(positions, &direction, max_kl);
+            // The divergence, not the norm, bounds this step.
+            let step = direction.map(|d| d * scale);
+            apply_step(
+                params,
+                step,
+                f64::INFINITY,
+                positions.len(),
+                mean_return,
+                settings,
+            )
         }
     }
 }
 
-/// The next version: `params` moved by `step`, its norm clipped to the largest step and each
-/// weight kept within bounds (a step that is not finite leaves its weight alone). An empty update
-/// still makes a new version.
+/// The next version: `params` moved by `step`, its norm clipped to `max_step` and each weight
+/// kept within bounds (a step that is not finite leaves its weight alone). An empty update still
+/// makes a new version.
 fn apply_step(
     params: &PolicyParams,
     step: [f64; FEATURE_COUNT],
+    max_step: f64,
     moves: usize,
     mean_return: f64,
     settings: &LearnSettings,
@@ -216,8 +232,8 @@ fn apply_step(
     let mut next = params.clone();
     next.version = params.version + 1;
     let norm = step.iter().map(|s| s * s).sum::<f64>().sqrt();
-    let scale = if norm > settings.max_step {
-        settings.max_step / norm
+    let scale = if norm > max_step {
+        max_step / norm
     } else {
         1.0
     };
@@ -340,9 +356,10 @@ mod tests {
             (rare / common - natural_rare / natural_common).abs() < 1e-9,
             "{common} {rare}"
         );
-        // The policy moves by max_kl: ½ (0.5 · common² + 0.005 · rare²).
-        let kl = 0.5 * (0.5 * common * common + 0.005 * rare * rare);
-        assert!((kl - 0.01).abs() < 1e-12, "{kl}");
+        // The policy moves by max_kl: position A's logits by ±common, B's by ±0.1·rare, and two
+        // even moves whose logits move by ±y diverge by ln cosh y.
+        let kl = 0.5 * (common.cosh().ln() + (0.1 * rare).cosh().ln());
+        assert!((kl - 0.01).abs() < 1e-9, "{kl}");
         // Nothing else moved.
         for i in (0..FEATURE_COUNT).filter(|i| *i != 1 && *i != 12) {
             assert_eq!(next.weights[i], params.weights[i]);

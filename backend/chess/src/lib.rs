@@ -25,6 +25,7 @@ pub mod rating_fit;
 pub mod search;
 pub mod selfplay;
 pub mod stockfish;
+pub mod trust_region;
 pub mod verify;
 
 pub use lachesis_shared::chess::shakmaty;
