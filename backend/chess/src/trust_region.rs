@@ -102,7 +102,8 @@ pub fn candidate_kl(positions: &[PositionCredit], step: &[f64; FEATURE_COUNT]) -
 }
 
 /// The factor that makes `direction` move the policy `max_kl` nats per position (by bisection:
-/// the divergence grows with the factor); 0 when no factor moves it at all.
+/// the divergence grows with the factor); 0, no step, when no factor up to 2^60 moves it that far:
+/// a direction that changes no likely move, or a divergence the likely moves cannot reach.
 pub fn scale_to_kl(
     positions: &[PositionCredit],
     direction: &[f64; FEATURE_COUNT],
