@@ -14,7 +14,7 @@ use shakmaty::{Chess, Color, Move, Position};
 use crate::features::{self, MoveFeatures};
 use crate::judge::{aggression_of, combine, round1};
 use crate::shakmaty;
-use crate::stockfish::{EngineError, EnginePool, MATE_CP};
+use crate::stockfish::{Analysis, EngineError, EnginePool, MATE_CP, Score};
 
 pub const STOCKFISH_JUDGE: &str = "stockfish";
 
@@ -79,20 +79,7 @@ pub fn winning_chances(cp: i32) -> f64 {
 
 /// Searches the position before `m` and, unless `m` is the engine's choice, `m` alone.
 pub fn assess(pool: &EnginePool, pos: &Chess, m: Move) -> Result<Assessment, EngineError> {
-    let fen = fen_of(pos);
-    let best = pool.analyse(&fen, None)?;
-    let played = uci_of(m);
-    let played_score = if best.best.as_deref() == Some(played.as_str()) {
-        best.score
-    } else {
-        pool.analyse(&fen, Some(&played))?.score
-    };
-    Ok(Assessment {
-        best_cp: best.score.centipawns(),
-        played_cp: played_score.centipawns(),
-        best_uci: best.best,
-        depth: best.depth,
-    })
+    BestLine::search(pool, pos)?.assess(pool, m)
 }
 
 /// [`assess`] for several moves of one position: one search for the best line, one
@@ -102,19 +89,57 @@ pub fn assess_each(
     pos: &Chess,
     moves: &[Move],
 ) -> Result<Vec<Assessment>, EngineError> {
-    let fen = fen_of(pos);
-    let best = pool.analyse(&fen, None)?;
-    let ucis: Vec<String> = moves.iter().map(|m| uci_of(*m)).collect();
-    let scores = pool.analyse_each(&fen, &ucis)?;
-    Ok(scores
-        .into_iter()
-        .map(|score| Assessment {
-            best_cp: best.score.centipawns(),
-            played_cp: score.centipawns(),
-            best_uci: best.best.clone(),
-            depth: best.depth,
-        })
-        .collect())
+    BestLine::search(pool, pos)?.assess_each(pool, moves)
+}
+
+/// Stockfish's best line from one position, searched once, against which any number of its
+/// moves can then be assessed.
+pub struct BestLine {
+    fen: String,
+    best: Analysis,
+}
+
+impl BestLine {
+    pub fn search(pool: &EnginePool, pos: &Chess) -> Result<Self, EngineError> {
+        let fen = fen_of(pos);
+        let best = pool.analyse(&fen, None)?;
+        Ok(BestLine { fen, best })
+    }
+
+    /// `m` searched alone (unless it is the engine's choice).
+    pub fn assess(&self, pool: &EnginePool, m: Move) -> Result<Assessment, EngineError> {
+        let played = uci_of(m);
+        let played_score = if self.best.best.as_deref() == Some(played.as_str()) {
+            self.best.score
+        } else {
+            pool.analyse(&self.fen, Some(&played))?.score
+        };
+        Ok(self.against(played_score))
+    }
+
+    /// `moves` in one multi-line search. A move's score there depends on which others share
+    /// the search; [`BestLine::assess`] does not.
+    pub fn assess_each(
+        &self,
+        pool: &EnginePool,
+        moves: &[Move],
+    ) -> Result<Vec<Assessment>, EngineError> {
+        let ucis: Vec<String> = moves.iter().map(|m| uci_of(*m)).collect();
+        let scores = pool.analyse_each(&self.fen, &ucis)?;
+        Ok(scores
+            .into_iter()
+            .map(|score| self.against(score))
+            .collect())
+    }
+
+    fn against(&self, played: Score) -> Assessment {
+        Assessment {
+            best_cp: self.best.score.centipawns(),
+            played_cp: played.centipawns(),
+            best_uci: self.best.best.clone(),
+            depth: self.best.depth,
+        }
+    }
 }
 
 /// Stockfish's evaluation at which an unfinished game is adjudicated won.

@@ -325,7 +325,8 @@ fn judge_candidates(
     config: &SelfPlayConfig,
 ) -> Result<(MoveReward, bool, PositionCredit), EngineError> {
     let moves: Vec<Move> = decision.candidates.iter().map(|c| c.m).collect();
-    let assessments = oracle::assess_each(pool, before, &moves)?;
+    let best_line = oracle::BestLine::search(pool, before)?;
+    let assessments = best_line.assess_each(pool, &moves)?;
     let mut candidates = Vec::with_capacity(decision.candidates.len());
     for (m, assessment) in moves.iter().zip(&assessments) {
         let verdict = oracle::verdict(before, *m, assessment, &config.oracle);
@@ -336,7 +337,7 @@ fn judge_candidates(
     }
     // The move played is judged on its own: in the multi-line search above its score depends
     // on which other moves share the search, and those change as the policy learns.
-    let assessment = oracle::assess(pool, before, decision.chosen)?;
+    let assessment = best_line.assess(pool, decision.chosen)?;
     let verdict = oracle::verdict(before, decision.chosen, &assessment, &config.oracle);
     let sound = oracle::soundness(verdict.material_offered, &assessment, &config.oracle)
         == Soundness::Sound;
