@@ -11,7 +11,8 @@
 //! - [`rating`] and [`rating_fit`]: the agent's Elo, from games against a ladder of fixed opponents
 //!   anchored at Stockfish's `UCI_Elo` 1350, every rating fitted jointly.
 //! - [`learn`]: policy-gradient updates of the weights from judged games.
-//! - [`selfplay`]: games against a fixed baseline, learning as it goes.
+//! - [`selfplay`]: games against a fixed baseline, learning as it goes; [`version_stats`]: how
+//!   each version played, with 95% margins that count games, not moves, as samples.
 //! - [`player`]: reading a move out of a language model's answer (SAN or UCI).
 
 pub mod agent;
@@ -27,6 +28,7 @@ pub mod selfplay;
 pub mod stockfish;
 pub mod trust_region;
 pub mod verify;
+pub mod version_stats;
 
 pub use lachesis_shared::chess::shakmaty;
 

@@ -16,6 +16,7 @@ use crate::oracle::{self, OracleSettings, Soundness};
 use crate::search;
 use crate::shakmaty;
 use crate::stockfish::{EngineError, EnginePool};
+pub use crate::version_stats::{GameCounts, VersionStats};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct SelfPlayConfig {
@@ -61,36 +62,6 @@ impl Default for SelfPlayConfig {
     }
 }
 
-/// How one policy version played.
-#[derive(Debug, Clone, PartialEq)]
-pub struct VersionStats {
-    pub version: i64,
-    pub games: usize,
-    pub agent_moves: usize,
-    pub sacrifices: usize,
-    /// Sacrifices the judge found sound.
-    pub sound_sacrifices: usize,
-    /// Centipawns an agent move gave up against Stockfish's best line, on average (0 when
-    /// Stockfish did not judge).
-    pub mean_loss_cp: f64,
-    pub mean_aggression: f64,
-    pub mean_reward: f64,
-    pub wins: usize,
-    pub draws: usize,
-    pub losses: usize,
-}
-
-impl VersionStats {
-    pub fn sacrifice_rate(&self) -> f64 {
-        self.sacrifices as f64 / self.agent_moves.max(1) as f64
-    }
-
-    /// The share of sacrifices that were sound, in [0, 1] (0 when there were none).
-    pub fn sound_share(&self) -> f64 {
-        self.sound_sacrifices as f64 / self.sacrifices.max(1) as f64
-    }
-}
-
 /// Everything one self-play run produced.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SelfPlayReport {
@@ -120,6 +91,29 @@ impl SelfPlayReport {
                 100.0 * first.sound_share(),
                 100.0 * last.sound_share(),
                 100.0 * self.recent_score(10),
+            ),
+            _ => "no games played".into(),
+        }
+    }
+
+    /// The summary's sacrifice rates and sound shares with their 95% margins, each game one
+    /// sample: whether the change is larger than what ten games of one policy spread over.
+    pub fn margins_line(&self) -> String {
+        let rate = |v: &VersionStats| match v.sacrifice_rate_margin() {
+            Some(m) => format!("{:.3} ± {m:.3}", v.sacrifice_rate()),
+            None => format!("{:.3} (no interval)", v.sacrifice_rate()),
+        };
+        let sound = |v: &VersionStats| match v.sound_share_margin() {
+            Some(m) => format!("{:.0} ± {:.0}%", 100.0 * v.sound_share(), 100.0 * m),
+            None => format!("{:.0}% (no interval)", 100.0 * v.sound_share()),
+        };
+        match (self.versions.first(), self.versions.last()) {
+            (Some(first), Some(last)) => format!(
+                "95% margins, each game one sample: sacrifice rate {} -> {}; sound sacrifices {} -> {}",
+                rate(first),
+                rate(last),
+                sound(first),
+                sound(last),
             ),
             _ => "no games played".into(),
         }
@@ -229,19 +223,7 @@ pub fn run(
     let mut played = 0;
     while played < config.games {
         let batch = per_version.min(config.games - played);
-        let mut stats = VersionStats {
-            version: params.version,
-            games: batch,
-            agent_moves: 0,
-            sacrifices: 0,
-            sound_sacrifices: 0,
-            mean_loss_cp: 0.0,
-            mean_aggression: 0.0,
-            mean_reward: 0.0,
-            wins: 0,
-            draws: 0,
-            losses: 0,
-        };
+        let mut stats = VersionStats::new(params.version, batch);
         let mut credits = Vec::new();
         let mut positions = Vec::new();
         for g in 0..batch {
@@ -262,6 +244,7 @@ pub fn run(
                 _ => stats.draws += 1,
             }
             scores.push((result + 1.0) / 2.0);
+            let mut counts = GameCounts::default();
             for (before, decision) in &game.agent_moves {
                 let (verdict, sound) = match stockfish {
                     Some(pool) => {
@@ -282,10 +265,10 @@ pub fn run(
                         (verdict, sound)
                     }
                 };
-                stats.agent_moves += 1;
+                counts.agent_moves += 1;
                 if verdict.material_offered > 0 {
-                    stats.sacrifices += 1;
-                    stats.sound_sacrifices += usize::from(sound);
+                    counts.sacrifices += 1;
+                    counts.sound_sacrifices += usize::from(sound);
                 }
                 stats.mean_aggression += verdict.aggression;
                 stats.mean_reward += verdict.total;
@@ -294,6 +277,7 @@ pub fn run(
                         f64::from(oracle::loss_cp(engine.best_cp, engine.played_cp));
                 }
             }
+            stats.add_game(counts);
         }
         let n = stats.agent_moves.max(1) as f64;
         stats.mean_aggression /= n;
@@ -423,6 +407,23 @@ mod tests {
             report.final_params.named_weights()
         );
         assert_eq!(report.scores.len(), 50);
+        // Each version's games add up to its totals, and ten games leave a margin of some
+        // hundredths around a rate near 0.1 (0.021 to 0.077 on this seed).
+        for v in &report.versions {
+            assert_eq!(v.per_game.len(), 10);
+            let moves: usize = v.per_game.iter().map(|g| g.agent_moves).sum();
+            assert_eq!(moves, v.agent_moves);
+            let margin = v.sacrifice_rate_margin().unwrap();
+            assert!(margin > 0.005 && margin < 0.15, "{margin}");
+        }
+        assert!(
+            report.margins_line().starts_with(&format!(
+                "95% margins, each game one sample: sacrifice rate {:.3} ± ",
+                first.sacrifice_rate()
+            )),
+            "{}",
+            report.margins_line()
+        );
         let recent = report.scores[40..].iter().sum::<f64>() / 10.0;
         assert!(
             summary.ends_with(&format!("score vs version 0 {:.0}%", 100.0 * recent)),

@@ -73,16 +73,26 @@ pub(super) fn selfplay(args: SelfPlayArgs) -> anyhow::Result<()> {
         SelfPlayJudge::Search => None,
     };
     println!(
-        "version  games  agent moves  sacrifice rate  sound  loss cp  aggression  reward   W/D/L"
+        "version  games  agent moves  sacrifice rate (95%)  sound (95%)  loss cp  aggression  reward   W/D/L"
     );
     let report = selfplay::run(&config, pool.as_ref(), |v| {
         println!(
-            "{:>7}  {:>5}  {:>11}  {:>14.3}  {:>4.0}%  {:>7.0}  {:>10.2}  {:>6.3}   {}/{}/{}",
+            "{:>7}  {:>5}  {:>11}  {:>20}  {:>11}  {:>7.0}  {:>10.2}  {:>6.3}   {}/{}/{}",
             v.version,
             v.games,
             v.agent_moves,
-            v.sacrifice_rate(),
-            100.0 * v.sound_share(),
+            format!(
+                "{:.3} ± {}",
+                v.sacrifice_rate(),
+                v.sacrifice_rate_margin()
+                    .map_or("–".into(), |m| format!("{m:.3}"))
+            ),
+            format!(
+                "{:.0} ± {}%",
+                100.0 * v.sound_share(),
+                v.sound_share_margin()
+                    .map_or("–".into(), |m| format!("{:.0}", 100.0 * m))
+            ),
             v.mean_loss_cp,
             v.mean_aggression,
             v.mean_reward,
@@ -106,6 +116,7 @@ pub(super) fn selfplay(args: SelfPlayArgs) -> anyhow::Result<()> {
         std::fs::write(path, serde_json::to_string_pretty(params)?)?;
         println!("saved version {} to {}", params.version, path.display());
     }
+    println!("{}", report.margins_line());
     println!("{}", report.summary_line());
     Ok(())
 }
