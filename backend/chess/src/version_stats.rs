@@ -77,23 +77,26 @@ impl VersionStats {
     /// Half the width of the sacrifice rate's 95% interval, games as samples; `None` with fewer
     /// than two games or no moves.
     pub fn sacrifice_rate_margin(&self) -> Option<f64> {
-        let pairs: Vec<(f64, f64)> = self
-            .per_game
-            .iter()
-            .map(|g| (g.sacrifices as f64, g.agent_moves as f64))
-            .collect();
-        ratio_margin(&pairs)
+        self.margin(|g| (g.sacrifices, g.agent_moves))
     }
 
     /// Half the width of the sound share's 95% interval, games as samples; `None` with fewer
     /// than two games or no sacrifices.
     pub fn sound_share_margin(&self) -> Option<f64> {
-        let pairs: Vec<(f64, f64)> = self
+        self.margin(|g| (g.sound_sacrifices, g.sacrifices))
+    }
+
+    /// The margin of Σ numerator / Σ denominator over the games.
+    fn margin(&self, ratio_of: impl Fn(&GameCounts) -> (usize, usize)) -> Option<f64> {
+        let clusters: Vec<(f64, f64)> = self
             .per_game
             .iter()
-            .map(|g| (g.sound_sacrifices as f64, g.sacrifices as f64))
+            .map(|g| {
+                let (y, x) = ratio_of(g);
+                (y as f64, x as f64)
+            })
             .collect();
-        ratio_margin(&pairs)
+        ratio_margin(&clusters)
     }
 }
 
