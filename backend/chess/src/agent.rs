@@ -185,15 +185,12 @@ fn choose_with(
     // every one judged, not only those the policy already plays; and the unverified ones are
     // what a larger weight on sacrifice in general would unlock: unjudged, they cost nothing in
     // the update, and the next version plays them.
-    let shortlisted = |c: &(Move, i32, MoveFeatures, f64)| {
-        c.2.sacrifice > 0.0 && best_value - c.1 <= verify::SHORTLIST_WITHIN_CP
-    };
     let kept = likeliest
         .into_iter()
         .enumerate()
         .filter(|(rank, i)| {
             (*rank < MAX_CANDIDATES && exps[*i] / total >= MIN_CANDIDATE)
-                || shortlisted(&candidates[*i])
+                || verify::shortlisted(&candidates[*i].2, candidates[*i].1, best_value)
         })
         .map(|(_, i)| Candidate {
             m: candidates[i].0,

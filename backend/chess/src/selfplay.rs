@@ -99,21 +99,13 @@ impl SelfPlayReport {
     /// The summary's sacrifice rates and sound shares with their 95% margins, each game one
     /// sample: whether the change is larger than what ten games of one policy spread over.
     pub fn margins_line(&self) -> String {
-        let rate = |v: &VersionStats| match v.sacrifice_rate_margin() {
-            Some(m) => format!("{:.3} ± {m:.3}", v.sacrifice_rate()),
-            None => format!("{:.3} (no interval)", v.sacrifice_rate()),
-        };
-        let sound = |v: &VersionStats| match v.sound_share_margin() {
-            Some(m) => format!("{:.0} ± {:.0}%", 100.0 * v.sound_share(), 100.0 * m),
-            None => format!("{:.0}% (no interval)", 100.0 * v.sound_share()),
-        };
         match (self.versions.first(), self.versions.last()) {
             (Some(first), Some(last)) => format!(
                 "95% margins, each game one sample: sacrifice rate {} -> {}; sound sacrifices {} -> {}",
-                rate(first),
-                rate(last),
-                sound(first),
-                sound(last),
+                first.rate_with_margin(),
+                last.rate_with_margin(),
+                first.sound_share_with_margin(),
+                last.sound_share_with_margin(),
             ),
             _ => "no games played".into(),
         }

@@ -21,6 +21,12 @@ pub const LOST_CP: i32 = 300;
 /// Plies the deeper search adds to the agent's depth.
 pub const EXTRA_PLIES: u32 = 3;
 
+/// Whether a move the shallow search values at `value`, its best at `best_value`, is a sacrifice
+/// close enough to the best to be searched again (and, for learning, always judged).
+pub fn shortlisted(f: &MoveFeatures, value: i32, best_value: i32) -> bool {
+    f.sacrifice > 0.0 && best_value - value <= SHORTLIST_WITHIN_CP
+}
+
 /// Every legal move of `pos` with the shallow search's value and its features, and the best
 /// shallow value. The `verified_sacrifice` feature is searched for only when `verify` is set, and
 /// is 0 otherwise.
@@ -42,7 +48,7 @@ pub fn scored_features(
         .into_iter()
         .map(|(m, value)| {
             let mut f = features::extract(pos, m, value, best_value);
-            if verify && f.sacrifice > 0.0 && best_value - value <= SHORTLIST_WITHIN_CP {
+            if verify && shortlisted(&f, value, best_value) {
                 let best = *deep_best.get_or_insert_with(|| {
                     search::search_with(pos, depth + EXTRA_PLIES, &mut memory, stats)
                 });

@@ -74,6 +74,22 @@ impl VersionStats {
         self.sound_sacrifices as f64 / self.sacrifices.max(1) as f64
     }
 
+    /// The sacrifice rate with its margin, `0.095 ± 0.044` (`± –` without one).
+    pub fn rate_with_margin(&self) -> String {
+        let margin = self
+            .sacrifice_rate_margin()
+            .map_or("–".into(), |m| format!("{m:.3}"));
+        format!("{:.3} ± {margin}", self.sacrifice_rate())
+    }
+
+    /// The sound share with its margin, in percent: `13 ± 15%` (`± –%` without one).
+    pub fn sound_share_with_margin(&self) -> String {
+        let margin = self
+            .sound_share_margin()
+            .map_or("–".into(), |m| format!("{:.0}", 100.0 * m));
+        format!("{:.0} ± {margin}%", 100.0 * self.sound_share())
+    }
+
     /// Half the width of the sacrifice rate's 95% interval, games as samples; `None` with fewer
     /// than two games or no moves.
     pub fn sacrifice_rate_margin(&self) -> Option<f64> {
@@ -165,6 +181,9 @@ mod tests {
         assert_eq!(alike.sound_share_margin(), Some(0.0));
         let one = version(&[(20, 2, 1)]);
         assert_eq!(one.sacrifice_rate_margin(), None);
+        assert_eq!(one.rate_with_margin(), "0.100 ± –");
+        assert_eq!(one.sound_share_with_margin(), "50 ± –%");
+        assert_eq!(alike.rate_with_margin(), "0.100 ± 0.000");
         let no_sacrifices = version(&[(20, 0, 0), (18, 0, 0)]);
         assert_eq!(no_sacrifices.sound_share_margin(), None);
         assert_eq!(no_sacrifices.sacrifice_rate_margin(), Some(0.0));

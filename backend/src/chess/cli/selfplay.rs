@@ -81,18 +81,8 @@ pub(super) fn selfplay(args: SelfPlayArgs) -> anyhow::Result<()> {
             v.version,
             v.games,
             v.agent_moves,
-            format!(
-                "{:.3} ± {}",
-                v.sacrifice_rate(),
-                v.sacrifice_rate_margin()
-                    .map_or("–".into(), |m| format!("{m:.3}"))
-            ),
-            format!(
-                "{:.0} ± {}%",
-                100.0 * v.sound_share(),
-                v.sound_share_margin()
-                    .map_or("–".into(), |m| format!("{:.0}", 100.0 * m))
-            ),
+            v.rate_with_margin(),
+            v.sound_share_with_margin(),
             v.mean_loss_cp,
             v.mean_aggression,
             v.mean_reward,
