@@ -12,10 +12,12 @@
 //!   anchored at Stockfish's `UCI_Elo` 1350, every rating fitted jointly.
 //! - [`learn`]: policy-gradient updates of the weights from judged games.
 //! - [`selfplay`]: games against a fixed baseline, learning as it goes; [`version_stats`]: how
-//!   each version played, with 95% margins that count games, not moves, as samples.
+//!   each version played, with 95% margins that count games, not moves, as samples;
+//!   [`evaluation`]: version 0 and the final version measured side by side after learning.
 //! - [`player`]: reading a move out of a language model's answer (SAN or UCI).
 
 pub mod agent;
+pub mod evaluation;
 pub mod features;
 pub mod judge;
 pub mod learn;

@@ -10,6 +10,7 @@ use rand::rngs::StdRng;
 use shakmaty::{Chess, Color, Move, Position};
 
 use crate::agent::{self, Decision, PolicyParams};
+use crate::evaluation::{self, Evaluation};
 use crate::judge;
 use crate::learn::{self, Credit, LearnSettings, PositionCredit, StepRule};
 use crate::oracle::{self, OracleSettings, Soundness};
@@ -31,6 +32,10 @@ pub struct SelfPlayConfig {
     pub judge_depth: u32,
     pub oracle: OracleSettings,
     pub learn: LearnSettings,
+    /// Games that version 0 and the final version each play against version 0 once learning
+    /// is done, judged but not learned from; the summary compares the two. With 0 it compares
+    /// the first and last versions' learning games instead.
+    pub evaluation_games: usize,
 }
 
 impl Default for SelfPlayConfig {
@@ -58,9 +63,14 @@ impl Default for SelfPlayConfig {
                 },
                 ..LearnSettings::default()
             },
+            evaluation_games: DEFAULT_EVALUATION_GAMES,
         }
     }
 }
+
+/// Twice a learning version's games: the final version is otherwise never measured, and ten
+/// games leave a rate near 0.1 uncertain by ±0.03-0.09.
+pub const DEFAULT_EVALUATION_GAMES: usize = 20;
 
 /// Everything one self-play run produced.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,6 +78,8 @@ pub struct SelfPlayReport {
     pub versions: Vec<VersionStats>,
     /// Each game's score for the agent, in order: 1 a win, 0.5 a draw, 0 a loss.
     pub scores: Vec<f64>,
+    /// Version 0 and the final version measured side by side after learning.
+    pub evaluation: Option<Evaluation>,
     pub final_params: PolicyParams,
 }
 
@@ -78,11 +90,21 @@ impl SelfPlayReport {
         recent.iter().sum::<f64>() / recent.len().max(1) as f64
     }
 
+    /// The two versions the summary compares: version 0 and the final version as measured after
+    /// learning, or, without that measurement, the first and last learning versions.
+    pub fn compared(&self) -> Option<(&VersionStats, &VersionStats)> {
+        match &self.evaluation {
+            Some(e) => Some((&e.version_0, &e.final_version)),
+            None => Some((self.versions.first()?, self.versions.last()?)),
+        }
+    }
+
     /// `sacrifice rate A -> B; aggression C -> D; sound sacrifices E% -> F%; score vs version 0
-    /// S%`, first version to last, S over the last ten games.
+    /// S%`, A, C and E version 0's and B, D and F the final version's (see [`Self::compared`]),
+    /// S over the last ten learning games.
     pub fn summary_line(&self) -> String {
-        match (self.versions.first(), self.versions.last()) {
-            (Some(first), Some(last)) => format!(
+        match self.compared() {
+            Some((first, last)) => format!(
                 "sacrifice rate {:.3} -> {:.3}; aggression {:.2} -> {:.2}; sound sacrifices {:.0}% -> {:.0}%; score vs version 0 {:.0}%",
                 first.sacrifice_rate(),
                 last.sacrifice_rate(),
@@ -92,22 +114,22 @@ impl SelfPlayReport {
                 100.0 * last.sound_share(),
                 100.0 * self.recent_score(10),
             ),
-            _ => "no games played".into(),
+            None => "no games played".into(),
         }
     }
 
     /// The summary's sacrifice rates and sound shares with their 95% margins, each game one
-    /// sample: whether the change is larger than what ten games of one policy spread over.
+    /// sample: whether the change is larger than what the games of one policy spread over.
     pub fn margins_line(&self) -> String {
-        match (self.versions.first(), self.versions.last()) {
-            (Some(first), Some(last)) => format!(
+        match self.compared() {
+            Some((first, last)) => format!(
                 "95% margins, each game one sample: sacrifice rate {} -> {}; sound sacrifices {} -> {}",
                 first.rate_with_margin(),
                 last.rate_with_margin(),
                 first.sound_share_with_margin(),
                 last.sound_share_with_margin(),
             ),
-            _ => "no games played".into(),
+            None => "no games played".into(),
         }
     }
 }
@@ -200,7 +222,8 @@ pub(crate) fn adjudicate(pos: &Chess) -> GameOutcome {
 /// Plays `config.games` games, learning every `games_per_version`; `on_version` sees each
 /// version's figures as soon as it has played. With `stockfish`, Stockfish judges every agent move
 /// and what a move loses against its best line counts against it; without, the shallow-search
-/// judge does.
+/// judge does. Then, when `config.evaluation_games` is set, version 0 and the final version are
+/// measured side by side (see [`crate::evaluation`]).
 pub fn run(
     config: &SelfPlayConfig,
     stockfish: Option<&EnginePool>,
@@ -212,219 +235,158 @@ pub fn run(
     let mut versions = Vec::new();
     let mut scores = Vec::new();
     let per_version = config.games_per_version.max(1);
-    let mut played = 0;
-    while played < config.games {
-        let batch = per_version.min(config.games - played);
-        let mut stats = VersionStats::new(params.version, batch);
-        let mut credits = Vec::new();
-        let mut positions = Vec::new();
-        for g in 0..batch {
-            let side = if (played + g) % 2 == 0 {
-                Side::White
-            } else {
-                Side::Black
-            };
-            let mut game = play_game(&params, &baseline, side, config.max_plies, &mut rng);
-            // Material alone would call every unfinished sacrificial game lost.
-            if let (Some(pool), GameEnd::MoveLimit) = (stockfish, game.outcome.end) {
-                game.outcome = oracle::adjudicate(pool, &game.final_position)?;
-            }
-            let result = result_for(&game.outcome, side);
-            match result {
-                r if r > 0.0 => stats.wins += 1,
-                r if r < 0.0 => stats.losses += 1,
-                _ => stats.draws += 1,
-            }
-            scores.push((result + 1.0) / 2.0);
-            let mut counts = GameCounts::default();
-            for (before, decision) in &game.agent_moves {
-                let (verdict, sound) = match stockfish {
-                    Some(pool) => {
-                        let (verdict, sound, position) =
-                            judge_candidates(pool, before, decision, result, config)?;
-                        positions.push(position);
-                        (verdict, sound)
-                    }
-                    None => {
-                        let verdict =
-                            judge::engine_verdict(before, decision.chosen, config.judge_depth);
-                        credits.push(Credit {
-                            log_prob_gradient: decision.log_prob_gradient,
-                            reward: verdict.total,
-                            result,
-                        });
-                        let sound = verdict.soundness >= 5.0;
-                        (verdict, sound)
-                    }
-                };
-                counts.agent_moves += 1;
-                if verdict.material_offered > 0 {
-                    counts.sacrifices += 1;
-                    counts.sound_sacrifices += usize::from(sound);
-                }
-                stats.mean_aggression += verdict.aggression;
-                stats.mean_reward += verdict.total;
-                if let Some(engine) = &verdict.engine {
-                    stats.mean_loss_cp +=
-                        f64::from(oracle::loss_cp(engine.best_cp, engine.played_cp));
-                }
-            }
-            stats.add_game(counts);
-        }
-        let n = stats.agent_moves.max(1) as f64;
-        stats.mean_aggression /= n;
-        stats.mean_reward /= n;
-        stats.mean_loss_cp /= n;
-        on_version(&stats);
-        versions.push(stats);
+    while scores.len() < config.games {
+        let batch = per_version.min(config.games - scores.len());
+        let played = play_version(
+            &params,
+            &baseline,
+            batch,
+            scores.len(),
+            &mut rng,
+            stockfish,
+            config,
+            true,
+        )?;
+        on_version(&played.stats);
+        versions.push(played.stats);
+        scores.extend(played.scores);
         params = if stockfish.is_some() {
-            learn::update_expected(&params, &positions, &config.learn).0
+            learn::update_expected(&params, &played.positions, &config.learn).0
         } else {
-            learn::update(&params, &credits, &config.learn).0
+            learn::update(&params, &played.credits, &config.learn).0
         };
-        played += batch;
     }
+    let evaluation = evaluation::evaluate(&params, config, stockfish)?;
     Ok(SelfPlayReport {
         versions,
         scores,
+        evaluation,
         final_params: params,
     })
 }
 
-/// Stockfish's verdicts on the move played and on the policy's likely moves in its position:
-/// the played move's verdict, whether its sacrifice (if any) is sound, and what learning needs.
-fn judge_candidates(
+/// One version's games, judged: its figures, each game's score for the agent, and what learning
+/// needs from them.
+pub(crate) struct PlayedVersion {
+    pub stats: VersionStats,
+    pub scores: Vec<f64>,
+    pub credits: Vec<Credit>,
+    pub positions: Vec<PositionCredit>,
+}
+
+/// `games` games of `params` against `baseline`, the agent White in even-numbered games (counting
+/// from `first_game`). With `learning`, Stockfish also judges the policy's other likely moves in
+/// each position, which only learning needs.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn play_version(
+    params: &PolicyParams,
+    baseline: &PolicyParams,
+    games: usize,
+    first_game: usize,
+    rng: &mut StdRng,
+    stockfish: Option<&EnginePool>,
+    config: &SelfPlayConfig,
+    learning: bool,
+) -> Result<PlayedVersion, EngineError> {
+    let mut played = PlayedVersion {
+        stats: VersionStats::new(params.version, games),
+        scores: Vec::with_capacity(games),
+        credits: Vec::new(),
+        positions: Vec::new(),
+    };
+    let stats = &mut played.stats;
+    for g in first_game..first_game + games {
+        let side = if g % 2 == 0 { Side::White } else { Side::Black };
+        let mut game = play_game(params, baseline, side, config.max_plies, rng);
+        // Material alone would call every unfinished sacrificial game lost.
+        if let (Some(pool), GameEnd::MoveLimit) = (stockfish, game.outcome.end) {
+            game.outcome = oracle::adjudicate(pool, &game.final_position)?;
+        }
+        let result = result_for(&game.outcome, side);
+        match result {
+            r if r > 0.0 => stats.wins += 1,
+            r if r < 0.0 => stats.losses += 1,
+            _ => stats.draws += 1,
+        }
+        played.scores.push((result + 1.0) / 2.0);
+        let mut counts = GameCounts::default();
+        for (before, decision) in &game.agent_moves {
+            let (verdict, sound) = match stockfish {
+                Some(pool) => {
+                    let (verdict, sound, position) =
+                        judge_move(pool, before, decision, result, config, learning)?;
+                    played.positions.extend(position);
+                    (verdict, sound)
+                }
+                None => {
+                    let verdict =
+                        judge::engine_verdict(before, decision.chosen, config.judge_depth);
+                    played.credits.push(Credit {
+                        log_prob_gradient: decision.log_prob_gradient,
+                        reward: verdict.total,
+                        result,
+                    });
+                    let sound = verdict.soundness >= 5.0;
+                    (verdict, sound)
+                }
+            };
+            counts.agent_moves += 1;
+            if verdict.material_offered > 0 {
+                counts.sacrifices += 1;
+                counts.sound_sacrifices += usize::from(sound);
+            }
+            stats.mean_aggression += verdict.aggression;
+            stats.mean_reward += verdict.total;
+            if let Some(engine) = &verdict.engine {
+                stats.mean_loss_cp += f64::from(oracle::loss_cp(engine.best_cp, engine.played_cp));
+            }
+        }
+        stats.add_game(counts);
+    }
+    let n = stats.agent_moves.max(1) as f64;
+    stats.mean_aggression /= n;
+    stats.mean_reward /= n;
+    stats.mean_loss_cp /= n;
+    Ok(played)
+}
+
+/// Stockfish's verdict on the move played: the verdict, whether its sacrifice (if any) is sound,
+/// and, with `learning`, the policy's likely moves in its position judged for learning.
+fn judge_move(
     pool: &EnginePool,
     before: &Chess,
     decision: &Decision,
     result: f64,
     config: &SelfPlayConfig,
-) -> Result<(MoveReward, bool, PositionCredit), EngineError> {
-    let moves: Vec<Move> = decision.candidates.iter().map(|c| c.m).collect();
+    learning: bool,
+) -> Result<(MoveReward, bool, Option<PositionCredit>), EngineError> {
     let best_line = oracle::BestLine::search(pool, before)?;
-    let assessments = best_line.assess_each(pool, &moves)?;
-    let mut candidates = Vec::with_capacity(decision.candidates.len());
-    for (m, assessment) in moves.iter().zip(&assessments) {
-        let verdict = oracle::verdict(before, *m, assessment, &config.oracle);
-        if let Some(c) = decision.candidates.iter().find(|c| c.m == *m) {
+    let position = if learning {
+        let moves: Vec<Move> = decision.candidates.iter().map(|c| c.m).collect();
+        let assessments = best_line.assess_each(pool, &moves)?;
+        let mut candidates = Vec::with_capacity(decision.candidates.len());
+        for ((m, assessment), c) in moves.iter().zip(&assessments).zip(&decision.candidates) {
+            let verdict = oracle::verdict(before, *m, assessment, &config.oracle);
             let ret = learn::move_return(&verdict, &config.learn);
             candidates.push((c.log_prob_gradient, c.probability, ret));
         }
-    }
+        Some(PositionCredit {
+            candidates,
+            chosen_gradient: decision.log_prob_gradient,
+            result,
+        })
+    } else {
+        None
+    };
     // The move played is judged on its own: in the multi-line search above its score depends
     // on which other moves share the search, and those change as the policy learns.
     let assessment = best_line.assess(pool, decision.chosen)?;
     let verdict = oracle::verdict(before, decision.chosen, &assessment, &config.oracle);
     let sound = oracle::soundness(verdict.material_offered, &assessment, &config.oracle)
         == Soundness::Sound;
-    let position = PositionCredit {
-        candidates,
-        chosen_gradient: decision.log_prob_gradient,
-        result,
-    };
     Ok((verdict, sound, position))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::features::NAMES;
-    use crate::stockfish::{EngineConfig, SearchLimit};
-
-    #[test]
-    fn without_stockfish_the_shallow_judge_still_teaches_aggression() {
-        // The server's learning settings and one-draw gradient, five games a version.
-        let config = SelfPlayConfig {
-            seed: 7,
-            games_per_version: 5,
-            learn: LearnSettings::default(),
-            ..SelfPlayConfig::default()
-        };
-        let report = run(&config, None, |_| {}).unwrap();
-        let versions = &report.versions;
-        let (first, last) = (versions.first().unwrap(), versions.last().unwrap());
-        assert_eq!(versions.len(), 10);
-        assert_eq!(report.scores.len(), 50);
-        assert!(
-            last.sacrifice_rate() > first.sacrifice_rate(),
-            "{}",
-            report.summary_line()
-        );
-        assert!(
-            last.mean_aggression > first.mean_aggression,
-            "{}",
-            report.summary_line()
-        );
-        // Versions count the updates.
-        assert_eq!(report.final_params.version, 10);
-    }
-
-    /// 50 games judged by Stockfish (depth 8, one thread, so the same seed plays the same games).
-    #[test]
-    fn with_stockfish_fifty_games_make_sacrifices_sounder_without_losing_to_version_0() {
-        let path = crate::stockfish::locate().expect(
-            "no Stockfish: apt-get install stockfish (make test installs it), or set LACHESIS_STOCKFISH",
-        );
-        let pool = EnginePool::start(EngineConfig {
-            limit: SearchLimit::Depth(8),
-            processes: 1,
-            ..EngineConfig::new(path)
-        })
-        .unwrap();
-        let config = SelfPlayConfig {
-            seed: 1,
-            ..SelfPlayConfig::default()
-        };
-        let report = run(&config, Some(&pool), |_| {}).unwrap();
-        let summary = report.summary_line();
-        let (first, last) = (
-            report.versions.first().unwrap(),
-            report.versions.last().unwrap(),
-        );
-        assert_eq!(report.versions.len(), 5);
-        // What held for every seed tried: the last ten games score 45% or more against version
-        // 0, the agent sacrifices more often and more soundly (0.095 to 0.162, 13% to 20% sound
-        // on this seed), and learning comes to trust the deeper search's verified sacrifices.
-        assert!(report.recent_score(10) >= 0.45, "{summary}");
-        assert!(last.sacrifice_rate() > first.sacrifice_rate(), "{summary}");
-        assert!(last.sound_share() > first.sound_share(), "{summary}");
-        let verified = NAMES
-            .iter()
-            .position(|n| *n == "verified_sacrifice")
-            .unwrap();
-        assert_eq!(verified, crate::features::VERIFIED_SACRIFICE);
-        assert!(
-            report.final_params.weights[verified] >= 0.5,
-            "{:?}",
-            report.final_params.named_weights()
-        );
-        assert_eq!(report.scores.len(), 50);
-        // Each version's games add up to its totals, and ten games leave a margin of some
-        // hundredths around a rate near 0.1 (0.021 to 0.077 on this seed).
-        for v in &report.versions {
-            assert_eq!(v.per_game.len(), 10);
-            let moves: usize = v.per_game.iter().map(|g| g.agent_moves).sum();
-            assert_eq!(moves, v.agent_moves);
-            let margin = v.sacrifice_rate_margin().unwrap();
-            assert!(margin > 0.005 && margin < 0.15, "{margin}");
-        }
-        assert!(
-            report.margins_line().starts_with(&format!(
-                "95% margins, each game one sample: sacrifice rate {:.3} ± ",
-                first.sacrifice_rate()
-            )),
-            "{}",
-            report.margins_line()
-        );
-        let recent = report.scores[40..].iter().sum::<f64>() / 10.0;
-        assert!(
-            summary.ends_with(&format!("score vs version 0 {:.0}%", 100.0 * recent)),
-            "{summary}"
-        );
-        // Every agent move was judged by Stockfish: losses are measured.
-        assert!(
-            report.versions.iter().all(|v| v.mean_loss_cp > 0.0),
-            "{summary}"
-        );
-    }
-}
+#[path = "selfplay_tests.rs"]
+mod tests;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use lachesis_chess::selfplay::{self, SelfPlayConfig};
+use lachesis_chess::selfplay::{self, SelfPlayConfig, VersionStats};
 use lachesis_chess::stockfish::{self, EngineConfig, EnginePool, SearchLimit};
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -27,6 +27,11 @@ pub struct SelfPlayArgs {
     /// Games each policy version plays before it learns from them.
     #[arg(long, default_value_t = 10)]
     pub games_per_version: usize,
+    /// Games version 0 and the final version each play against version 0 after learning,
+    /// judged but not learned from; the summary compares them. 0 compares the first and last
+    /// learning versions instead.
+    #[arg(long, default_value_t = selfplay::DEFAULT_EVALUATION_GAMES)]
+    pub evaluation_games: usize,
     #[command(flatten)]
     pub engine: EngineArgs,
     /// Write the last version's parameters here (JSON), for `lachesis chess rate --policy`.
@@ -62,6 +67,7 @@ pub(super) fn selfplay(args: SelfPlayArgs) -> anyhow::Result<()> {
         games: args.games,
         seed: args.seed,
         games_per_version: args.games_per_version,
+        evaluation_games: args.evaluation_games,
         ..SelfPlayConfig::default()
     };
     let pool = match args.judge {
@@ -75,22 +81,15 @@ pub(super) fn selfplay(args: SelfPlayArgs) -> anyhow::Result<()> {
     println!(
         "version  games  agent moves  sacrifice rate (95%)  sound (95%)  loss cp  aggression  reward   W/D/L"
     );
-    let report = selfplay::run(&config, pool.as_ref(), |v| {
+    let report = selfplay::run(&config, pool.as_ref(), |v| print_row(v, ""))?;
+    if let Some(evaluation) = &report.evaluation {
         println!(
-            "{:>7}  {:>5}  {:>11}  {:>20}  {:>11}  {:>7.0}  {:>10.2}  {:>6.3}   {}/{}/{}",
-            v.version,
-            v.games,
-            v.agent_moves,
-            v.rate_with_margin(),
-            v.sound_share_with_margin(),
-            v.mean_loss_cp,
-            v.mean_aggression,
-            v.mean_reward,
-            v.wins,
-            v.draws,
-            v.losses
+            "after learning, {} games each against version 0, judged and not learned from:",
+            config.evaluation_games
         );
-    })?;
+        print_row(&evaluation.version_0, " v0");
+        print_row(&evaluation.final_version, " final");
+    }
     let params = &report.final_params;
     let weights: Vec<String> = params
         .named_weights()
@@ -109,4 +108,22 @@ pub(super) fn selfplay(args: SelfPlayArgs) -> anyhow::Result<()> {
     println!("{}", report.margins_line());
     println!("{}", report.summary_line());
     Ok(())
+}
+
+/// One version's row of the table; `label` marks the rows measured after learning.
+fn print_row(v: &VersionStats, label: &str) {
+    println!(
+        "{:>7}  {:>5}  {:>11}  {:>20}  {:>11}  {:>7.0}  {:>10.2}  {:>6.3}   {}/{}/{}{label}",
+        v.version,
+        v.games,
+        v.agent_moves,
+        v.rate_with_margin(),
+        v.sound_share_with_margin(),
+        v.mean_loss_cp,
+        v.mean_aggression,
+        v.mean_reward,
+        v.wins,
+        v.draws,
+        v.losses
+    );
 }
