@@ -46,8 +46,10 @@ fn with_stockfish_fifty_games_make_sacrifices_sounder_without_losing_to_version_
         ..EngineConfig::new(path)
     })
     .unwrap();
+    // Twenty evaluation games rather than the command's forty keep the test's length down.
     let config = SelfPlayConfig {
         seed: 1,
+        evaluation_games: 20,
         ..SelfPlayConfig::default()
     };
     let report = run(&config, Some(&pool), |_| {}).unwrap();
