@@ -51,7 +51,6 @@ pub fn evaluate(
         let mut rng = StdRng::seed_from_u64(evaluation_seed(config.seed));
         selfplay::play_version(
             params,
-            &baseline,
             config.evaluation_games,
             0,
             &mut rng,

@@ -154,12 +154,15 @@ pub fn result_for(outcome: &GameOutcome, agent: Side) -> f64 {
     }
 }
 
-/// Plays one game between `agent` and `baseline`.
+/// Plays one game between `agent` and `baseline`. With `learning`, the agent's decisions carry
+/// everything learning needs (see [`agent::choose`]); without, the agent only plays, and the same
+/// random stream gives the same game at less cost.
 pub fn play_game(
     agent: &PolicyParams,
     baseline: &PolicyParams,
     agent_side: Side,
     max_plies: usize,
+    learning: bool,
     rng: &mut StdRng,
 ) -> PlayedGame {
     let mut pos = Chess::default();
@@ -178,8 +181,10 @@ pub fn play_game(
             break adjudicate(&pos);
         }
         // Only the agent's moves are learned from; the baseline just plays.
-        let decision = if pos.turn() == agent_color {
+        let decision = if pos.turn() == agent_color && learning {
             agent::choose(agent, &pos, rng)
+        } else if pos.turn() == agent_color {
+            agent::choose_to_play(agent, &pos, rng)
         } else {
             agent::choose_to_play(baseline, &pos, rng)
         };
@@ -230,7 +235,6 @@ pub fn run(
     mut on_version: impl FnMut(&VersionStats),
 ) -> Result<SelfPlayReport, EngineError> {
     let mut rng = StdRng::seed_from_u64(config.seed);
-    let baseline = PolicyParams::default();
     let mut params = PolicyParams::default();
     let mut versions = Vec::new();
     let mut scores = Vec::new();
@@ -239,7 +243,6 @@ pub fn run(
         let batch = per_version.min(config.games - scores.len());
         let played = play_version(
             &params,
-            &baseline,
             batch,
             scores.len(),
             &mut rng,
@@ -274,13 +277,11 @@ pub(crate) struct PlayedVersion {
     pub positions: Vec<PositionCredit>,
 }
 
-/// `games` games of `params` against `baseline`, the agent White in even-numbered games (counting
-/// from `first_game`). With `learning`, Stockfish also judges the policy's other likely moves in
-/// each position, which only learning needs.
-#[allow(clippy::too_many_arguments)]
+/// `games` games of `params` against version 0, the agent White in even-numbered games (counting
+/// from `first_game`). With `learning`, the agent's decisions keep what learning needs and
+/// Stockfish also judges the policy's other likely moves in each position.
 pub(crate) fn play_version(
     params: &PolicyParams,
-    baseline: &PolicyParams,
     games: usize,
     first_game: usize,
     rng: &mut StdRng,
@@ -288,6 +289,7 @@ pub(crate) fn play_version(
     config: &SelfPlayConfig,
     learning: bool,
 ) -> Result<PlayedVersion, EngineError> {
+    let baseline = PolicyParams::default();
     let mut played = PlayedVersion {
         stats: VersionStats::new(params.version, games),
         scores: Vec::with_capacity(games),
@@ -297,7 +299,7 @@ pub(crate) fn play_version(
     let stats = &mut played.stats;
     for g in first_game..first_game + games {
         let side = if g % 2 == 0 { Side::White } else { Side::Black };
-        let mut game = play_game(params, baseline, side, config.max_plies, rng);
+        let mut game = play_game(params, &baseline, side, config.max_plies, learning, rng);
         // Material alone would call every unfinished sacrificial game lost.
         if let (Some(pool), GameEnd::MoveLimit) = (stockfish, game.outcome.end) {
             game.outcome = oracle::adjudicate(pool, &game.final_position)?;

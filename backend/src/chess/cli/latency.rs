@@ -30,7 +30,7 @@ pub fn bench_latency(args: MoveLatencyArgs) {
         } else {
             lachesis_shared::chess::Side::Black
         };
-        let game = selfplay::play_game(&baseline, &baseline, side, 120, &mut rng);
+        let game = selfplay::play_game(&baseline, &baseline, side, 120, false, &mut rng);
         let mut pos = Chess::default();
         for uci in &game.ucis {
             positions.push(pos.clone());

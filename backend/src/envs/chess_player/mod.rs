@@ -329,7 +329,7 @@ fn draw_position(rng: &mut StdRng, settings: &Settings) -> PositionItem {
     let baseline = PolicyParams::default();
     loop {
         let plies = rng.random_range(settings.min_plies..=settings.max_plies);
-        let game = selfplay::play_game(&baseline, &baseline, Side::White, plies, rng);
+        let game = selfplay::play_game(&baseline, &baseline, Side::White, plies, false, rng);
         let mut pos = Chess::default();
         let mut history = Vec::new();
         for uci in &game.ucis {
