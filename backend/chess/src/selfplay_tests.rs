@@ -31,6 +31,18 @@ fn without_stockfish_the_shallow_judge_still_teaches_aggression() {
     );
     // Versions count the updates.
     assert_eq!(report.final_params.version, 10);
+    // The margins line ends with sound sacrifices per move, the product of rate and share.
+    let per_move = |v: &VersionStats| v.sound_sacrifices as f64 / v.agent_moves as f64;
+    let margins = report.margins_line();
+    let tail = margins
+        .split("; sound sacrifices per move ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{margins}"));
+    assert!(
+        tail.starts_with(&format!("{:.3} ± ", per_move(first)))
+            && tail.contains(&format!(" -> {:.3} ± ", per_move(last))),
+        "{margins}"
+    );
 }
 
 /// 50 games judged by Stockfish (depth 8, one thread, so the same seed plays the same games),

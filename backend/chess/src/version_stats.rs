@@ -74,6 +74,11 @@ impl VersionStats {
         self.sound_sacrifices as f64 / self.sacrifices.max(1) as f64
     }
 
+    /// Sound sacrifices per agent move: how often the version sacrifices and is right to.
+    pub fn sound_sacrifice_rate(&self) -> f64 {
+        self.sound_sacrifices as f64 / self.agent_moves.max(1) as f64
+    }
+
     /// The sacrifice rate with its margin, `0.095 ± 0.044` (`± –` without one).
     pub fn rate_with_margin(&self) -> String {
         let margin = self
@@ -88,6 +93,14 @@ impl VersionStats {
             .sound_share_margin()
             .map_or("–".into(), |m| format!("{:.0}", 100.0 * m));
         format!("{:.0} ± {margin}%", 100.0 * self.sound_share())
+    }
+
+    /// The sound sacrifices per move with their margin, `0.019 ± 0.010` (`± –` without one).
+    pub fn sound_rate_with_margin(&self) -> String {
+        let margin = self
+            .margin(|g| (g.sound_sacrifices, g.agent_moves))
+            .map_or("–".into(), |m| format!("{m:.3}"));
+        format!("{:.3} ± {margin}", self.sound_sacrifice_rate())
     }
 
     /// Half the width of the sacrifice rate's 95% interval, games as samples; `None` with fewer
@@ -172,6 +185,10 @@ mod tests {
             (margin - 1.959_964 * 2.25f64.sqrt() / 4.0).abs() < 1e-9,
             "{margin}"
         );
+        // Sound sacrifices per move 1/10 and 0/10: R = 0.05, residuals 0.5 and −0.5, so
+        // sqrt(2 · 0.5) / 20 = 0.05, and 1.96 · 0.05 = 0.098.
+        assert!((v.sound_sacrifice_rate() - 0.05).abs() < 1e-12);
+        assert_eq!(v.sound_rate_with_margin(), "0.050 ± 0.098");
     }
 
     #[test]
@@ -183,6 +200,7 @@ mod tests {
         assert_eq!(one.sacrifice_rate_margin(), None);
         assert_eq!(one.rate_with_margin(), "0.100 ± –");
         assert_eq!(one.sound_share_with_margin(), "50 ± –%");
+        assert_eq!(one.sound_rate_with_margin(), "0.050 ± –");
         assert_eq!(alike.rate_with_margin(), "0.100 ± 0.000");
         let no_sacrifices = version(&[(20, 0, 0), (18, 0, 0)]);
         assert_eq!(no_sacrifices.sound_share_margin(), None);
