@@ -81,10 +81,7 @@ impl VersionStats {
 
     /// The sacrifice rate with its margin, `0.095 ± 0.044` (`± –` without one).
     pub fn rate_with_margin(&self) -> String {
-        let margin = self
-            .sacrifice_rate_margin()
-            .map_or("–".into(), |m| format!("{m:.3}"));
-        format!("{:.3} ± {margin}", self.sacrifice_rate())
+        per_move_with_margin(self.sacrifice_rate(), self.sacrifice_rate_margin())
     }
 
     /// The sound share with its margin, in percent: `13 ± 15%` (`± –%` without one).
@@ -97,10 +94,10 @@ impl VersionStats {
 
     /// The sound sacrifices per move with their margin, `0.019 ± 0.010` (`± –` without one).
     pub fn sound_rate_with_margin(&self) -> String {
-        let margin = self
-            .margin(|g| (g.sound_sacrifices, g.agent_moves))
-            .map_or("–".into(), |m| format!("{m:.3}"));
-        format!("{:.3} ± {margin}", self.sound_sacrifice_rate())
+        per_move_with_margin(
+            self.sound_sacrifice_rate(),
+            self.margin(|g| (g.sound_sacrifices, g.agent_moves)),
+        )
     }
 
     /// Half the width of the sacrifice rate's 95% interval, games as samples; `None` with fewer
@@ -127,6 +124,12 @@ impl VersionStats {
             .collect();
         ratio_margin(&clusters)
     }
+}
+
+/// A per-move rate and its margin to three places, `0.095 ± 0.044` (`± –` without a margin).
+fn per_move_with_margin(rate: f64, margin: Option<f64>) -> String {
+    let margin = margin.map_or("–".into(), |m| format!("{m:.3}"));
+    format!("{rate:.3} ± {margin}")
 }
 
 /// For the ratio R = Σy / Σx over clusters (y, x): Z_95 times its standard error,
