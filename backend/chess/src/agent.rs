@@ -321,11 +321,12 @@ mod tests {
             PolicyParams::from_json(&good).unwrap(),
             PolicyParams::default()
         );
-        // An older version's ten weights: the three sacrifice kinds start at zero.
+        // An older version's ten weights: the three sacrifice kinds and offers_material start at
+        // zero.
         let older = serde_json::json!({"version": 3, "weights": vec![0.5; 10], "temperature": 0.5, "depth": 2});
         let read = PolicyParams::from_json(&older).unwrap();
         assert_eq!(read.weights.len(), FEATURE_COUNT);
-        assert_eq!(&read.weights[10..], &[0.0, 0.0, 0.0]);
+        assert_eq!(&read.weights[10..], &[0.0, 0.0, 0.0, 0.0]);
         let long = serde_json::json!({"version": 1, "weights": vec![1.0; FEATURE_COUNT + 1], "temperature": 0.5, "depth": 2});
         assert!(PolicyParams::from_json(&long).is_err());
         let empty =

@@ -24,8 +24,9 @@ pub const NAMES: [&str; FEATURE_COUNT] = [
     "backed_sacrifice",
     "loose_sacrifice",
     "verified_sacrifice",
+    "offers_material",
 ];
-pub const FEATURE_COUNT: usize = 13;
+pub const FEATURE_COUNT: usize = 14;
 /// The index of `verified_sacrifice` in [`NAMES`] and [`MoveFeatures::values`].
 pub const VERIFIED_SACRIFICE: usize = 12;
 
@@ -62,6 +63,9 @@ pub struct MoveFeatures {
     /// 1 for a sacrifice that a deeper search still finds close to the best move (see
     /// [`crate::verify`]), else 0. [`extract`] leaves it at 0: only the agent pays for that search.
     pub verified_sacrifice: f64,
+    /// 1 for a move that offers any material by static exchange, else 0: lets a policy price
+    /// sacrificing at all apart from how much is offered.
+    pub offers_material: f64,
 }
 
 impl MoveFeatures {
@@ -80,6 +84,7 @@ impl MoveFeatures {
             self.backed_sacrifice,
             self.loose_sacrifice,
             self.verified_sacrifice,
+            self.offers_material,
         ]
     }
 
@@ -142,6 +147,7 @@ pub fn extract(pos: &Chess, m: Move, search_value: i32, best_value: i32) -> Move
         backed_sacrifice: if backed { sacrifice } else { 0.0 },
         loose_sacrifice: if backed { 0.0 } else { sacrifice },
         verified_sacrifice: 0.0,
+        offers_material: if sacrifice > 0.0 { 1.0 } else { 0.0 },
     }
 }
 

@@ -82,11 +82,15 @@ fn with_stockfish_fifty_games_make_sacrifices_sounder_without_losing_to_version_
     assert_eq!(evaluation.final_scores.len(), 20);
     // What held for every seed tried: the last ten learning games score 45% or more against
     // version 0, the final version outscores it over its own games, sacrifices more often
-    // and more soundly (0.067 to 0.141, 25% to 38% sound on this seed), and has learned to
-    // trust the deeper search's verified sacrifices.
+    // and more soundly, and has learned to trust the deeper search's verified sacrifices. On
+    // this seed the rate more than doubles (0.067 to 0.167, 25% to 31% sound), as the issue
+    // asks of fifty games; on seeds 2, 5 and 6 it rose 1.2-1.6 times.
     assert!(report.recent_score(10) >= 0.45, "{summary}");
     assert!(evaluation.final_score() > 0.5, "{summary}");
-    assert!(last.sacrifice_rate() > first.sacrifice_rate(), "{summary}");
+    assert!(
+        last.sacrifice_rate() >= 2.0 * first.sacrifice_rate(),
+        "{summary}"
+    );
     assert!(last.sound_share() > first.sound_share(), "{summary}");
     let verified = NAMES
         .iter()
