@@ -257,10 +257,29 @@ impl FlakyRpc {
         go_down(&self.tasks);
     }
 
-    /// Back up on the same port.
+    /// Back up on the same port, once every connection it held is closed. The client is then
+    /// given a moment to see its pooled connections closed: one it reuses before noticing fails
+    /// its next request, as against any endpoint that restarts, and that is not what these tests
+    /// are about.
     pub async fn come_back(&mut self) {
         *self.armed.lock().unwrap() = None;
         self.tripped.store(false, Ordering::SeqCst);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            // Aborted again each time: a connection accepted while the proxy went down may have
+            // been registered after the first abort.
+            go_down(&self.tasks);
+            if self.tasks.lock().unwrap().iter().all(|t| t.is_finished()) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the proxy's connections did not close"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        self.tasks.lock().unwrap().clear();
+        tokio::time::sleep(Duration::from_millis(50)).await;
         // The old listener goes as its aborted task is dropped, which may take a moment.
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.port));
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -280,8 +299,9 @@ impl FlakyRpc {
     }
 }
 
+/// Aborts every task; their handles stay so that [`FlakyRpc::come_back`] can wait for them to end.
 fn go_down(tasks: &Mutex<Vec<tokio::task::AbortHandle>>) {
-    for task in tasks.lock().unwrap().drain(..) {
+    for task in tasks.lock().unwrap().iter() {
         task.abort();
     }
 }
