@@ -280,7 +280,8 @@ impl FlakyRpc {
         }
         self.tasks.lock().unwrap().clear();
         tokio::time::sleep(Duration::from_millis(50)).await;
-        // The old listener goes as its aborted task is dropped, which may take a moment.
+        // The accept task that held the old listener has ended, but the port may still be
+        // settling; binding is retried briefly.
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.port));
         let deadline = Instant::now() + Duration::from_secs(5);
         let listener = loop {
