@@ -113,6 +113,8 @@ pub struct Candidate {
     pub probability: f64,
     /// d log π(m) / d weights.
     pub log_prob_gradient: [f64; FEATURE_COUNT],
+    /// The move's features, so a later version can weigh it again.
+    pub features: [f64; FEATURE_COUNT],
 }
 
 /// At most this many candidates are kept per decision, each at least [`MIN_CANDIDATE`] likely,
@@ -196,6 +198,7 @@ fn choose_with(
             m: candidates[i].0,
             probability: exps[i] / total,
             log_prob_gradient: gradient_of(&candidates[i].2),
+            features: candidates[i].2.values(),
         })
         .collect();
     Some(Decision {

@@ -156,6 +156,60 @@ pub struct PositionCredit {
     pub result: f64,
 }
 
+/// A judged position kept for later versions to learn from again: each likely move's features
+/// and return. The returns are Stockfish's and the judge's, which do not depend on the policy,
+/// so a later version can weigh the same moves by its own probabilities; what it cannot reuse is
+/// the game's result, a single draw of the policy that played it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JudgedPosition {
+    pub candidates: Vec<([f64; FEATURE_COUNT], f64)>,
+}
+
+impl JudgedPosition {
+    /// The position as `params` would play it: probabilities over the judged moves alone (the
+    /// update renormalises over them anyway), gradients of those renormalised probabilities,
+    /// and no result to credit.
+    pub fn credit_under(&self, params: &PolicyParams) -> PositionCredit {
+        let logits: Vec<f64> = self
+            .candidates
+            .iter()
+            .map(|(f, _)| {
+                f.iter()
+                    .zip(&params.weights)
+                    .map(|(x, w)| x * w)
+                    .sum::<f64>()
+                    / params.temperature
+            })
+            .collect();
+        let top = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let exps: Vec<f64> = logits.iter().map(|l| (l - top).exp()).collect();
+        let total: f64 = exps.iter().sum();
+        let mut mean = [0.0; FEATURE_COUNT];
+        for ((f, _), e) in self.candidates.iter().zip(&exps) {
+            for (m, x) in mean.iter_mut().zip(f) {
+                *m += x * e / total;
+            }
+        }
+        let candidates = self
+            .candidates
+            .iter()
+            .zip(&exps)
+            .map(|((f, ret), e)| {
+                let mut g = [0.0; FEATURE_COUNT];
+                for ((g, x), m) in g.iter_mut().zip(f).zip(mean) {
+                    *g = (x - m) / params.temperature;
+                }
+                (g, e / total, *ret)
+            })
+            .collect();
+        PositionCredit {
+            candidates,
+            chosen_gradient: [0.0; FEATURE_COUNT],
+            result: 0.0,
+        }
+    }
+}
+
 /// The next version of `params` by the expected policy gradient: in every position, each likely
 /// move pulls the weights by its probability times how much better it scored than the likely
 /// moves' average there. Only the game's result is a one-draw estimate (credited to the moves
@@ -166,14 +220,26 @@ pub fn update_expected(
     positions: &[PositionCredit],
     settings: &LearnSettings,
 ) -> (PolicyParams, UpdateReport) {
-    if positions.is_empty() {
+    update_expected_replaying(params, positions, &[], settings)
+}
+
+/// [`update_expected`] over `positions`, the games just played, and `replayed`, positions of
+/// earlier games weighed again by `params` (see [`JudgedPosition::credit_under`]): their likely
+/// moves count like the new ones' in the gradient, the Fisher information and the step's size,
+/// and only the new games' results are credited.
+pub fn update_expected_replaying(
+    params: &PolicyParams,
+    positions: &[PositionCredit],
+    replayed: &[PositionCredit],
+    settings: &LearnSettings,
+) -> (PolicyParams, UpdateReport) {
+    if positions.is_empty() && replayed.is_empty() {
         return apply_step(params, [0.0; FEATURE_COUNT], 0.0, 0, 0.0, settings);
     }
-    let n = positions.len() as f64;
-    let mean_result = positions.iter().map(|p| p.result).sum::<f64>() / n;
+    let n = (positions.len() + replayed.len()) as f64;
     let mut step = [0.0; FEATURE_COUNT];
     let mut mean_return = 0.0;
-    for position in positions {
+    for position in positions.iter().chain(replayed) {
         let mass: f64 = position.candidates.iter().map(|c| c.1).sum();
         if mass > 0.0 {
             let average = position.candidates.iter().map(|c| c.1 * c.2).sum::<f64>() / mass;
@@ -184,36 +250,37 @@ pub fn update_expected(
                 }
             }
         }
-        let advantage = settings.result_weight * (position.result - mean_result);
-        for (s, g) in step.iter_mut().zip(position.chosen_gradient) {
-            *s += settings.learning_rate * advantage * g / n;
+    }
+    if !positions.is_empty() {
+        let played = positions.len() as f64;
+        let mean_result = positions.iter().map(|p| p.result).sum::<f64>() / played;
+        for position in positions {
+            let advantage = settings.result_weight * (position.result - mean_result);
+            for (s, g) in step.iter_mut().zip(position.chosen_gradient) {
+                *s += settings.learning_rate * advantage * g / played;
+            }
         }
     }
+    let moves = positions.len() + replayed.len();
     match settings.step_rule {
         StepRule::Clipped => apply_step(
             params,
             step,
             settings.max_step,
-            positions.len(),
+            moves,
             mean_return,
             settings,
         ),
         StepRule::Natural { damping, max_kl } => {
-            let fisher = trust_region::fisher_matrix(positions);
+            let all: Vec<PositionCredit> = positions.iter().chain(replayed).cloned().collect();
+            let fisher = trust_region::fisher_matrix(&all);
             let direction =
                 trust_region::solve_damped(&fisher, damping.max(f64::MIN_POSITIVE), &step)
                     .unwrap_or([0.0; FEATURE_COUNT]);
-            let scale = trust_region::scale_to_kl(positions, &direction, max_kl);
+            let scale = trust_region::scale_to_kl(&all, &direction, max_kl);
             // The divergence, not the norm, bounds this step.
             let step = direction.map(|d| d * scale);
-            apply_step(
-                params,
-                step,
-                f64::INFINITY,
-                positions.len(),
-                mean_return,
-                settings,
-            )
+            apply_step(params, step, f64::INFINITY, moves, mean_return, settings)
         }
     }
 }
@@ -251,207 +318,5 @@ fn apply_step(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn credit(g0: f64, g1: f64, reward: f64) -> Credit {
-        let mut gradient = [0.0; FEATURE_COUNT];
-        gradient[0] = g0;
-        gradient[1] = g1;
-        Credit {
-            log_prob_gradient: gradient,
-            reward,
-            result: 0.0,
-        }
-    }
-
-    #[test]
-    fn weights_move_towards_the_better_rewarded_moves() {
-        let params = PolicyParams::default();
-        let settings = LearnSettings {
-            learning_rate: 1.0,
-            max_step: 10.0,
-            ..LearnSettings::default()
-        };
-        // Move A (gradient along feature 1) earned 1.0, move B (against it) earned 0.0.
-        let (next, report) = update(
-            &params,
-            &[credit(0.0, 1.0, 1.0), credit(0.0, -1.0, 0.0)],
-            &settings,
-        );
-        // Baseline 0.5: advantages +0.5 and −0.5, so the step on feature 1 is (0.5·1 + 0.5·1)/2.
-        assert!((next.weights[1] - 0.5).abs() < 1e-12, "{:?}", next.weights);
-        assert_eq!(next.weights[0], params.weights[0]);
-        assert_eq!(next.version, params.version + 1);
-        assert!((report.mean_return - 0.5).abs() < 1e-12);
-    }
-
-    #[test]
-    fn the_expected_gradient_weighs_every_likely_move_by_its_probability() {
-        let params = PolicyParams::default();
-        let settings = LearnSettings {
-            learning_rate: 1.0,
-            max_step: 10.0,
-            ..LearnSettings::default()
-        };
-        let along = |x: f64| {
-            let mut g = [0.0; FEATURE_COUNT];
-            g[1] = x;
-            g
-        };
-        // Two equally likely moves: A (gradient +1 on feature 1) worth 1, B (−1) worth 0. The
-        // average is 0.5, so A pulls 0.5·0.5·1 and B pushes 0.5·(−0.5)·(−1): 0.5 in all.
-        let position = PositionCredit {
-            candidates: vec![(along(1.0), 0.5, 1.0), (along(-1.0), 0.5, 0.0)],
-            chosen_gradient: along(-1.0),
-            result: -1.0,
-        };
-        let (next, report) = update_expected(&params, std::slice::from_ref(&position), &settings);
-        assert!((next.weights[1] - 0.5).abs() < 1e-12, "{:?}", next.weights);
-        assert!((report.mean_return - 0.5).abs() < 1e-12);
-        assert_eq!(next.version, 1);
-        // A lost game and a won one: the result now pulls towards the won game's move too.
-        let won = PositionCredit {
-            chosen_gradient: along(1.0),
-            result: 1.0,
-            ..position.clone()
-        };
-        let (both, _) = update_expected(&params, &[position, won], &settings);
-        // Moves: 0.5 per position, averaged; results ±1 around a mean of 0, weighted 0.1
-        // (the server's result weight): (0.1·(−1)·(−1) + 0.1·1·1) / 2 = 0.1.
-        assert!((both.weights[1] - 0.6).abs() < 1e-12, "{:?}", both.weights);
-    }
-
-    #[test]
-    fn a_natural_step_moves_a_rare_feature_far_and_the_policy_by_the_set_amount() {
-        let params = PolicyParams::default();
-        let settings = LearnSettings {
-            step_rule: StepRule::Natural {
-                damping: 0.001,
-                max_kl: 0.01,
-            },
-            ..LearnSettings::default()
-        };
-        let along = |i: usize, x: f64| {
-            let mut g = [0.0; FEATURE_COUNT];
-            g[i] = x;
-            g
-        };
-        // Feature 1 is common: it tells the two likely moves of position A apart by a whole unit.
-        // Feature 12 is rare: it tells those of position B apart by a tenth. In both, the move
-        // with more of it scored 1 and the other 0.
-        let position = |i: usize, x: f64| PositionCredit {
-            candidates: vec![(along(i, x), 0.5, 1.0), (along(i, -x), 0.5, 0.0)],
-            chosen_gradient: [0.0; FEATURE_COUNT],
-            result: 0.0,
-        };
-        let (next, _) = update_expected(&params, &[position(1, 1.0), position(12, 0.1)], &settings);
-        let common = next.weights[1] - params.weights[1];
-        let rare = next.weights[12] - params.weights[12];
-        // Plain gradients (per unit learning rate): 0.25 and 0.025. Fisher information: 0.5 and
-        // 0.005. Natural directions: 0.25 / 0.501 and 0.025 / 0.006.
-        let (natural_common, natural_rare) = (0.25 / 0.501, 0.025 / 0.006);
-        assert!(rare > common && common > 0.0, "{common} {rare}");
-        assert!(
-            (rare / common - natural_rare / natural_common).abs() < 1e-9,
-            "{common} {rare}"
-        );
-        // The policy moves by max_kl: position A's logits by ±common, B's by ±0.1·rare, and two
-        // even moves whose logits move by ±y diverge by ln cosh y.
-        let kl = 0.5 * (common.cosh().ln() + (0.1 * rare).cosh().ln());
-        assert!((kl - 0.01).abs() < 1e-9, "{kl}");
-        // Nothing else moved.
-        for i in (0..FEATURE_COUNT).filter(|i| *i != 1 && *i != 12) {
-            assert_eq!(next.weights[i], params.weights[i]);
-        }
-        // With nothing to tell moves apart, a natural step is no step.
-        let (same, report) = update_expected(
-            &params,
-            &[PositionCredit {
-                candidates: vec![(along(1, 1.0), 0.5, 0.3), (along(1, -1.0), 0.5, 0.3)],
-                chosen_gradient: [0.0; FEATURE_COUNT],
-                result: 0.0,
-            }],
-            &settings,
-        );
-        assert_eq!(same.weights, params.weights);
-        assert_eq!(report.step_norm, 0.0);
-    }
-
-    #[test]
-    fn a_move_is_worth_its_score_less_what_it_lost_plus_a_bonus_when_sound() {
-        use lachesis_shared::chess::EngineView;
-        let settings = LearnSettings::default();
-        let reward = |best_cp: i32, played_cp: i32, mark: Option<MoveMark>| MoveReward {
-            aggression: 5.0,
-            brilliance: 5.0,
-            soundness: 5.0,
-            total: 0.5,
-            material_offered: 300,
-            justification: "x".into(),
-            judge: "stockfish".into(),
-            mark,
-            engine: Some(EngineView {
-                best_cp,
-                played_cp,
-                better_move: None,
-                depth: 8,
-            }),
-        };
-        // A sound sacrifice that loses half a pawn: 0.5 − 0.2·0.5 + 1.0.
-        let sound = move_return(&reward(50, 0, Some(MoveMark::Good)), &settings);
-        assert!((sound - 1.4).abs() < 1e-12, "{sound}");
-        // An unsound sacrifice: five pawns lost count as three, and the penalty: 0.5 − 0.2·3 − 1.0.
-        let blunder = move_return(&reward(100, -400, Some(MoveMark::Blunder)), &settings);
-        assert!((blunder - (-1.1)).abs() < 1e-12, "{blunder}");
-        // The same loss without a sacrifice: 0.5 − 0.2·3.
-        let plain_blunder = MoveReward {
-            material_offered: 0,
-            ..reward(100, -400, Some(MoveMark::Blunder))
-        };
-        let plain_loss = move_return(&plain_blunder, &settings);
-        assert!((plain_loss - (-0.1)).abs() < 1e-12, "{plain_loss}");
-        // Without Stockfish's figures the judge's score stands alone.
-        let plain = MoveReward {
-            engine: None,
-            ..reward(0, 0, None)
-        };
-        assert_eq!(move_return(&plain, &settings), 0.5);
-    }
-
-    #[test]
-    fn equal_returns_teach_nothing_and_big_steps_are_clipped() {
-        let params = PolicyParams::default();
-        let settings = LearnSettings::default();
-        let (same, _) = update(
-            &params,
-            &[credit(3.0, 1.0, 0.7), credit(-2.0, 4.0, 0.7)],
-            &settings,
-        );
-        assert_eq!(same.weights, params.weights);
-        let (big, report) = update(
-            &params,
-            &[credit(100.0, 0.0, 1.0), credit(-100.0, 0.0, 0.0)],
-            &settings,
-        );
-        assert!((report.step_norm - settings.max_step).abs() < 1e-9);
-        assert!((big.weights[0] - params.weights[0] - settings.max_step).abs() < 1e-9);
-    }
-
-    #[test]
-    fn ratings_blend_with_the_judge() {
-        assert_eq!(rating_reward(1), 0.0);
-        assert_eq!(rating_reward(5), 1.0);
-        assert_eq!(rating_reward(3), 0.5);
-        assert_eq!(rating_reward(2), 0.25);
-        // Out-of-range ratings count as the nearest of 1 and 5.
-        assert_eq!(rating_reward(0), 0.0);
-        assert_eq!(rating_reward(9), 1.0);
-        assert_eq!(blended_reward(0.4, None), 0.4);
-        // Half the judge's, half the person's: 0.5·0.4 + 0.5·1 and 0.5·0.4 + 0.5·0.
-        assert!((blended_reward(0.4, Some(5)) - 0.7).abs() < 1e-12);
-        assert!((blended_reward(0.4, Some(1)) - 0.2).abs() < 1e-12);
-        // 0.5·1 + 0.5·0.5.
-        assert!((blended_reward(1.0, Some(3)) - 0.75).abs() < 1e-12);
-    }
-}
+#[path = "learn_tests.rs"]
+mod tests;

@@ -136,3 +136,37 @@ fn with_stockfish_fifty_games_make_sacrifices_sounder_without_losing_to_version_
         "{summary}"
     );
 }
+
+/// Four short games, two a version, judged by a shallow Stockfish: once learning from the new
+/// games alone, once also from the earlier version's.
+#[test]
+fn an_update_replays_only_earlier_versions_positions() {
+    let path = crate::stockfish::locate().expect(
+        "no Stockfish: apt-get install stockfish (make test installs it), or set LACHESIS_STOCKFISH",
+    );
+    let pool = EnginePool::start(EngineConfig {
+        limit: SearchLimit::Depth(4),
+        processes: 1,
+        ..EngineConfig::new(path)
+    })
+    .unwrap();
+    let run_with = |replay_versions: usize| {
+        let config = SelfPlayConfig {
+            games: 4,
+            games_per_version: 2,
+            max_plies: 40,
+            evaluation_games: 0,
+            replay_versions,
+            ..SelfPlayConfig::default()
+        };
+        run(&config, Some(&pool), |_| {}).unwrap()
+    };
+    let (fresh, replaying) = (run_with(0), run_with(1));
+    // The first update has no earlier version to replay, so version 1 is the same policy and
+    // plays the same games; had the new games been counted again as replayed ones, it would not.
+    assert_eq!(fresh.versions, replaying.versions);
+    assert_eq!(fresh.scores, replaying.scores);
+    // The second update also learns from version 0's positions.
+    assert_eq!(replaying.final_params.version, 2);
+    assert_ne!(fresh.final_params.weights, replaying.final_params.weights);
+}

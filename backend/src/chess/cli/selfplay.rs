@@ -32,6 +32,10 @@ pub struct SelfPlayArgs {
     /// learning versions instead.
     #[arg(long, default_value_t = selfplay::DEFAULT_EVALUATION_GAMES)]
     pub evaluation_games: usize,
+    /// How many earlier versions' judged positions each update learns from again, besides the
+    /// games just played (Stockfish judging only; 0 learns from the new games alone).
+    #[arg(long, default_value_t = selfplay::DEFAULT_REPLAY_VERSIONS)]
+    pub replay_versions: usize,
     #[command(flatten)]
     pub engine: EngineArgs,
     /// Write the last version's parameters here (JSON), for `lachesis chess rate --policy`.
@@ -68,6 +72,7 @@ pub(super) fn selfplay(args: SelfPlayArgs) -> anyhow::Result<()> {
         seed: args.seed,
         games_per_version: args.games_per_version,
         evaluation_games: args.evaluation_games,
+        replay_versions: args.replay_versions,
         ..SelfPlayConfig::default()
     };
     let pool = match args.judge {
