@@ -4,6 +4,20 @@ use super::*;
 use crate::features::NAMES;
 use crate::stockfish::{EngineConfig, SearchLimit};
 
+/// One Stockfish process (one thread, so the same seed plays the same games) searching `depth`
+/// plies a position.
+fn stockfish_at_depth(depth: u32) -> EnginePool {
+    let path = crate::stockfish::locate().expect(
+        "no Stockfish: apt-get install stockfish (make test installs it), or set LACHESIS_STOCKFISH",
+    );
+    EnginePool::start(EngineConfig {
+        limit: SearchLimit::Depth(depth),
+        processes: 1,
+        ..EngineConfig::new(path)
+    })
+    .unwrap()
+}
+
 #[test]
 fn without_stockfish_the_shallow_judge_still_teaches_aggression() {
     // The server's learning settings and one-draw gradient, five games a version.
@@ -49,15 +63,7 @@ fn without_stockfish_the_shallow_judge_still_teaches_aggression() {
 /// then 20 each for version 0 and the final version.
 #[test]
 fn with_stockfish_fifty_games_make_sacrifices_sounder_without_losing_to_version_0() {
-    let path = crate::stockfish::locate().expect(
-        "no Stockfish: apt-get install stockfish (make test installs it), or set LACHESIS_STOCKFISH",
-    );
-    let pool = EnginePool::start(EngineConfig {
-        limit: SearchLimit::Depth(8),
-        processes: 1,
-        ..EngineConfig::new(path)
-    })
-    .unwrap();
+    let pool = stockfish_at_depth(8);
     // Twenty evaluation games rather than the command's forty keep the test's length down.
     let config = SelfPlayConfig {
         seed: 1,
@@ -141,15 +147,7 @@ fn with_stockfish_fifty_games_make_sacrifices_sounder_without_losing_to_version_
 /// games alone, once also from the earlier version's.
 #[test]
 fn an_update_replays_only_earlier_versions_positions() {
-    let path = crate::stockfish::locate().expect(
-        "no Stockfish: apt-get install stockfish (make test installs it), or set LACHESIS_STOCKFISH",
-    );
-    let pool = EnginePool::start(EngineConfig {
-        limit: SearchLimit::Depth(4),
-        processes: 1,
-        ..EngineConfig::new(path)
-    })
-    .unwrap();
+    let pool = stockfish_at_depth(4);
     let run_with = |replay_versions: usize| {
         let config = SelfPlayConfig {
             games: 4,
