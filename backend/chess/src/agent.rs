@@ -79,13 +79,79 @@ impl PolicyParams {
             .get(VERIFIED_SACRIFICE)
             .is_some_and(|w| *w != 0.0)
     }
+}
 
-    fn score(&self, f: &MoveFeatures) -> f64 {
-        f.values()
+/// The policy's softmax over some moves, given their features: what the agent samples from and
+/// what learning differentiates. The same arithmetic serves a move choice over every legal move
+/// and a replayed position over its judged moves alone.
+pub struct MoveSoftmax {
+    /// Each move's exp(score − the top score), and their sum.
+    exps: Vec<f64>,
+    total: f64,
+    /// The features' expectation under the softmax.
+    expected: [f64; FEATURE_COUNT],
+    temperature: f64,
+}
+
+impl MoveSoftmax {
+    pub fn over(params: &PolicyParams, features: &[[f64; FEATURE_COUNT]]) -> Self {
+        let scores: Vec<f64> = features
             .iter()
-            .zip(&self.weights)
-            .map(|(x, w)| x * w)
-            .sum()
+            .map(|f| {
+                f.iter()
+                    .zip(&params.weights)
+                    .map(|(x, w)| x * w)
+                    .sum::<f64>()
+                    / params.temperature
+            })
+            .collect();
+        let top = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let exps: Vec<f64> = scores.iter().map(|s| (s - top).exp()).collect();
+        let total: f64 = exps.iter().sum();
+        let mut expected = [0.0; FEATURE_COUNT];
+        for (f, e) in features.iter().zip(&exps) {
+            for (acc, x) in expected.iter_mut().zip(f) {
+                *acc += x * e / total;
+            }
+        }
+        Self {
+            exps,
+            total,
+            expected,
+            temperature: params.temperature,
+        }
+    }
+
+    pub fn probability(&self, i: usize) -> f64 {
+        self.exps[i] / self.total
+    }
+
+    /// d log π / d weights of a move with features `f`: (f − E[f]) / temperature.
+    pub fn log_prob_gradient(&self, f: &[f64; FEATURE_COUNT]) -> [f64; FEATURE_COUNT] {
+        let mut g = [0.0; FEATURE_COUNT];
+        for ((g, x), mean) in g.iter_mut().zip(f).zip(self.expected) {
+            *g = (x - mean) / self.temperature;
+        }
+        g
+    }
+
+    /// The move a uniform draw from [0, 1) picks; there must be one.
+    fn draw(&self, uniform: f64) -> usize {
+        let mut draw = uniform * self.total;
+        for (i, e) in self.exps.iter().enumerate() {
+            if draw < *e {
+                return i;
+            }
+            draw -= e;
+        }
+        self.exps.len() - 1
+    }
+
+    /// Move indices, likeliest first.
+    fn likeliest(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.exps.len()).collect();
+        order.sort_by(|a, b| self.exps[*b].total_cmp(&self.exps[*a]));
+        order
     }
 }
 
@@ -146,59 +212,29 @@ fn choose_with(
     if scored.is_empty() {
         return None;
     }
-    let candidates: Vec<(Move, i32, MoveFeatures, f64)> = scored
-        .into_iter()
-        .map(|(m, value, f)| (m, value, f, params.score(&f) / params.temperature))
-        .collect();
-    let top = candidates
-        .iter()
-        .map(|c| c.3)
-        .fold(f64::NEG_INFINITY, f64::max);
-    let exps: Vec<f64> = candidates.iter().map(|c| (c.3 - top).exp()).collect();
-    let total: f64 = exps.iter().sum();
-    let mut draw = rng.random::<f64>() * total;
-    let mut index = candidates.len() - 1;
-    for (i, e) in exps.iter().enumerate() {
-        if draw < *e {
-            index = i;
-            break;
-        }
-        draw -= e;
-    }
-    let mut expected = [0.0; FEATURE_COUNT];
-    for (c, e) in candidates.iter().zip(&exps) {
-        for (acc, x) in expected.iter_mut().zip(c.2.values()) {
-            *acc += x * e / total;
-        }
-    }
-    let gradient_of = |f: &MoveFeatures| {
-        let mut g = [0.0; FEATURE_COUNT];
-        for ((g, x), mean) in g.iter_mut().zip(f.values()).zip(expected) {
-            *g = (x - mean) / params.temperature;
-        }
-        g
-    };
-    let (chosen, chosen_value, f, _) = candidates[index];
-    let log_prob_gradient = gradient_of(&f);
-    let mut likeliest: Vec<usize> = (0..candidates.len()).collect();
-    likeliest.sort_by(|a, b| exps[*b].total_cmp(&exps[*a]));
+    let values: Vec<[f64; FEATURE_COUNT]> = scored.iter().map(|(_, _, f)| f.values()).collect();
+    let softmax = MoveSoftmax::over(params, &values);
+    let index = softmax.draw(rng.random::<f64>());
+    let (chosen, chosen_value, f) = scored[index];
+    let log_prob_gradient = softmax.log_prob_gradient(&values[index]);
     // Sacrifices the shallow search rates close to its best move (those the deeper look
     // considers) are kept however unlikely. Learning whether to trust the verified ones needs
     // every one judged, not only those the policy already plays; and the unverified ones are
     // what a larger weight on sacrifice in general would unlock: unjudged, they cost nothing in
     // the update, and the next version plays them.
-    let kept = likeliest
+    let kept = softmax
+        .likeliest()
         .into_iter()
         .enumerate()
         .filter(|(rank, i)| {
-            (*rank < MAX_CANDIDATES && exps[*i] / total >= MIN_CANDIDATE)
-                || verify::shortlisted(&candidates[*i].2, candidates[*i].1, best_value)
+            (*rank < MAX_CANDIDATES && softmax.probability(*i) >= MIN_CANDIDATE)
+                || verify::shortlisted(&scored[*i].2, scored[*i].1, best_value)
         })
         .map(|(_, i)| Candidate {
-            m: candidates[i].0,
-            probability: exps[i] / total,
-            log_prob_gradient: gradient_of(&candidates[i].2),
-            features: candidates[i].2.values(),
+            m: scored[i].0,
+            probability: softmax.probability(i),
+            log_prob_gradient: softmax.log_prob_gradient(&values[i]),
+            features: values[i],
         })
         .collect();
     Some(Decision {
@@ -207,7 +243,7 @@ fn choose_with(
         chosen_value,
         best_value,
         log_prob_gradient,
-        probability: exps[index] / total,
+        probability: softmax.probability(index),
         nodes: stats.nodes,
         candidates: kept,
     })
@@ -218,16 +254,12 @@ pub fn distribution(params: &PolicyParams, pos: &Chess) -> Vec<(Move, f64)> {
     let mut stats = SearchStats::default();
     let verify = params.weighs_verified_sacrifices();
     let (scored, _) = verify::scored_features(pos, params.depth, verify, &mut stats);
-    let scores: Vec<f64> = scored
-        .iter()
-        .map(|(_, _, f)| params.score(f) / params.temperature)
-        .collect();
-    let top = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let total: f64 = scores.iter().map(|s| (s - top).exp()).sum();
+    let values: Vec<[f64; FEATURE_COUNT]> = scored.iter().map(|(_, _, f)| f.values()).collect();
+    let softmax = MoveSoftmax::over(params, &values);
     scored
         .iter()
-        .zip(&scores)
-        .map(|((m, _, _), s)| (*m, (s - top).exp() / total))
+        .enumerate()
+        .map(|(i, (m, _, _))| (*m, softmax.probability(i)))
         .collect()
 }
 

@@ -7,7 +7,7 @@
 
 use lachesis_shared::chess::{MoveMark, MoveReward};
 
-use crate::agent::PolicyParams;
+use crate::agent::{MoveSoftmax, PolicyParams};
 use crate::features::FEATURE_COUNT;
 use crate::trust_region;
 
@@ -170,37 +170,13 @@ impl JudgedPosition {
     /// update renormalises over them anyway), gradients of those renormalised probabilities,
     /// and no result to credit.
     pub fn credit_under(&self, params: &PolicyParams) -> PositionCredit {
-        let logits: Vec<f64> = self
-            .candidates
-            .iter()
-            .map(|(f, _)| {
-                f.iter()
-                    .zip(&params.weights)
-                    .map(|(x, w)| x * w)
-                    .sum::<f64>()
-                    / params.temperature
-            })
-            .collect();
-        let top = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let exps: Vec<f64> = logits.iter().map(|l| (l - top).exp()).collect();
-        let total: f64 = exps.iter().sum();
-        let mut mean = [0.0; FEATURE_COUNT];
-        for ((f, _), e) in self.candidates.iter().zip(&exps) {
-            for (m, x) in mean.iter_mut().zip(f) {
-                *m += x * e / total;
-            }
-        }
+        let features: Vec<[f64; FEATURE_COUNT]> = self.candidates.iter().map(|c| c.0).collect();
+        let softmax = MoveSoftmax::over(params, &features);
         let candidates = self
             .candidates
             .iter()
-            .zip(&exps)
-            .map(|((f, ret), e)| {
-                let mut g = [0.0; FEATURE_COUNT];
-                for ((g, x), m) in g.iter_mut().zip(f).zip(mean) {
-                    *g = (x - m) / params.temperature;
-                }
-                (g, e / total, *ret)
-            })
+            .enumerate()
+            .map(|(i, (f, ret))| (softmax.log_prob_gradient(f), softmax.probability(i), *ret))
             .collect();
         PositionCredit {
             candidates,
@@ -272,7 +248,7 @@ pub fn update_expected_replaying(
             settings,
         ),
         StepRule::Natural { damping, max_kl } => {
-            let all: Vec<PositionCredit> = positions.iter().chain(replayed).cloned().collect();
+            let all: Vec<&PositionCredit> = positions.iter().chain(replayed).collect();
             let fisher = trust_region::fisher_matrix(&all);
             let direction =
                 trust_region::solve_damped(&fisher, damping.max(f64::MIN_POSITIVE), &step)

@@ -13,6 +13,13 @@ fn credit(g0: f64, g1: f64, reward: f64) -> Credit {
     }
 }
 
+/// A vector that is `x` on feature `i` and 0 elsewhere.
+fn along(i: usize, x: f64) -> [f64; FEATURE_COUNT] {
+    let mut v = [0.0; FEATURE_COUNT];
+    v[i] = x;
+    v
+}
+
 #[test]
 fn weights_move_towards_the_better_rewarded_moves() {
     let params = PolicyParams::default();
@@ -42,16 +49,11 @@ fn the_expected_gradient_weighs_every_likely_move_by_its_probability() {
         max_step: 10.0,
         ..LearnSettings::default()
     };
-    let along = |x: f64| {
-        let mut g = [0.0; FEATURE_COUNT];
-        g[1] = x;
-        g
-    };
     // Two equally likely moves: A (gradient +1 on feature 1) worth 1, B (−1) worth 0. The
     // average is 0.5, so A pulls 0.5·0.5·1 and B pushes 0.5·(−0.5)·(−1): 0.5 in all.
     let position = PositionCredit {
-        candidates: vec![(along(1.0), 0.5, 1.0), (along(-1.0), 0.5, 0.0)],
-        chosen_gradient: along(-1.0),
+        candidates: vec![(along(1, 1.0), 0.5, 1.0), (along(1, -1.0), 0.5, 0.0)],
+        chosen_gradient: along(1, -1.0),
         result: -1.0,
     };
     let (next, report) = update_expected(&params, std::slice::from_ref(&position), &settings);
@@ -60,7 +62,7 @@ fn the_expected_gradient_weighs_every_likely_move_by_its_probability() {
     assert_eq!(next.version, 1);
     // A lost game and a won one: the result now pulls towards the won game's move too.
     let won = PositionCredit {
-        chosen_gradient: along(1.0),
+        chosen_gradient: along(1, 1.0),
         result: 1.0,
         ..position.clone()
     };
@@ -79,11 +81,6 @@ fn a_natural_step_moves_a_rare_feature_far_and_the_policy_by_the_set_amount() {
             max_kl: 0.01,
         },
         ..LearnSettings::default()
-    };
-    let along = |i: usize, x: f64| {
-        let mut g = [0.0; FEATURE_COUNT];
-        g[i] = x;
-        g
     };
     // Feature 1 is common: it tells the two likely moves of position A apart by a whole unit.
     // Feature 12 is rare: it tells those of position B apart by a tenth. In both, the move
@@ -201,12 +198,6 @@ fn ratings_blend_with_the_judge() {
     assert!((blended_reward(0.4, Some(1)) - 0.2).abs() < 1e-12);
     // 0.5·1 + 0.5·0.5.
     assert!((blended_reward(1.0, Some(3)) - 0.75).abs() < 1e-12);
-}
-
-fn along(i: usize, x: f64) -> [f64; FEATURE_COUNT] {
-    let mut v = [0.0; FEATURE_COUNT];
-    v[i] = x;
-    v
 }
 
 #[test]

@@ -2,6 +2,8 @@
 //! without it, the shallow-search judge) and updated after every few games; each update is a new
 //! policy version.
 
+use std::collections::VecDeque;
+
 use lachesis_shared::chess::MoveReward;
 use lachesis_shared::chess::rules::{MAX_PLIES, outcome_of, uci_of};
 use lachesis_shared::chess::{GameEnd, GameOutcome, Side};
@@ -254,7 +256,7 @@ pub fn run(
     let mut versions = Vec::new();
     let mut scores = Vec::new();
     let per_version = config.games_per_version.max(1);
-    let mut judged_by_version: Vec<Vec<JudgedPosition>> = Vec::new();
+    let mut judged_by_version: VecDeque<Vec<JudgedPosition>> = VecDeque::new();
     while scores.len() < config.games {
         let batch = per_version.min(config.games - scores.len());
         let played = play_version(
@@ -270,15 +272,16 @@ pub fn run(
         versions.push(played.stats);
         scores.extend(played.scores);
         params = if stockfish.is_some() {
-            let from = judged_by_version
-                .len()
-                .saturating_sub(config.replay_versions);
-            let replayed: Vec<PositionCredit> = judged_by_version[from..]
+            let replayed: Vec<PositionCredit> = judged_by_version
                 .iter()
                 .flatten()
                 .map(|p| p.credit_under(&params))
                 .collect();
-            judged_by_version.push(played.judged);
+            // Only the last `replay_versions` versions are ever replayed.
+            judged_by_version.push_back(played.judged);
+            if judged_by_version.len() > config.replay_versions {
+                judged_by_version.pop_front();
+            }
             learn::update_expected_replaying(&params, &played.positions, &replayed, &config.learn).0
         } else {
             learn::update(&params, &played.credits, &config.learn).0

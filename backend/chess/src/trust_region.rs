@@ -5,16 +5,19 @@
 //! then scaled until the policy over the likely moves has moved the set amount, measured rather
 //! than estimated to second order.
 
+use std::borrow::Borrow;
+
 use crate::features::FEATURE_COUNT;
 use crate::learn::PositionCredit;
 
 type Matrix = [[f64; FEATURE_COUNT]; FEATURE_COUNT];
 
 /// E[∇ log π ∇ log πᵀ] over each position's likely moves, weighted by their probabilities.
-pub fn fisher_matrix(positions: &[PositionCredit]) -> Matrix {
+pub fn fisher_matrix(positions: &[impl Borrow<PositionCredit>]) -> Matrix {
     let mut fisher = [[0.0; FEATURE_COUNT]; FEATURE_COUNT];
     let n = positions.len().max(1) as f64;
     for position in positions {
+        let position = position.borrow();
         let mass: f64 = position.candidates.iter().map(|c| c.1).sum();
         if mass <= 0.0 {
             continue;
@@ -70,10 +73,11 @@ pub fn solve_damped(
 /// The mean over positions of KL(π_old ‖ π_new) over each position's likely moves, renormalised,
 /// for the weights moved by `step`: a move's logit moves by `step · ∇ log π`, up to a constant
 /// per position that the softmax cancels.
-pub fn candidate_kl(positions: &[PositionCredit], step: &[f64; FEATURE_COUNT]) -> f64 {
+pub fn candidate_kl(positions: &[impl Borrow<PositionCredit>], step: &[f64; FEATURE_COUNT]) -> f64 {
     let mut total = 0.0;
     let mut counted = 0usize;
     for position in positions {
+        let position = position.borrow();
         let mass: f64 = position.candidates.iter().map(|c| c.1).sum();
         if mass <= 0.0 {
             continue;
@@ -105,7 +109,7 @@ pub fn candidate_kl(positions: &[PositionCredit], step: &[f64; FEATURE_COUNT]) -
 /// the divergence grows with the factor); 0, no step, when no factor up to 2^60 moves it that far:
 /// a direction that changes no likely move, or a divergence the likely moves cannot reach.
 pub fn scale_to_kl(
-    positions: &[PositionCredit],
+    positions: &[impl Borrow<PositionCredit>],
     direction: &[f64; FEATURE_COUNT],
     max_kl: f64,
 ) -> f64 {
