@@ -243,20 +243,29 @@ async fn prompt_logprobs_agree_with_decoding_logprobs() {
         .prompt_logprobs
         .expect("prompt logprobs were asked for");
     assert!(prompt_lps[0].is_none());
+    // Both paths quantize activations to 8 bits before each matrix product, and a value that sits
+    // on a rounding boundary in one path and not in the other (their f32 attention differs in the
+    // last bits) moves the answer by a few hundredths of a nat. With the weights dequantized to
+    // f32 the two agree to 1e-3. How far they drift depends on the CPU's kernel: on AVX-512 VNNI
+    // candle quantizes 256 values per scale, on AVX2 alone 32, and there five prompts of 16
+    // tokens disagreed by 0.04 nats on average and 0.16 at worst (a probability ratio of 1.17,
+    // inside GRPO's clip), and the first token alone was 0.02-0.14 off the f32 forward pass.
+    let mut drift = Vec::new();
     for (i, decoded) in generated.choices[0].logprobs.iter().enumerate() {
         let rescored = prompt_lps[prompt.len() + i].as_ref().unwrap();
         assert_eq!(rescored.token, decoded.token);
-        // Decoding multiplies one row at a time through the Q8_0 kernel (activations quantized to
-        // 8 bits); reading the prompt multiplies many rows at once through another. They agree to a
-        // few hundredths, the spread seen between inference engines (and far inside GRPO's clip).
+        let gap = (rescored.logprob - decoded.logprob).abs();
         assert!(
-            (rescored.logprob - decoded.logprob).abs() < 0.1,
+            gap < 0.25,
             "position {i}: {} vs {}",
             rescored.logprob,
             decoded.logprob
         );
+        drift.push(gap);
         assert_eq!(rescored.top.len(), 2);
     }
+    let mean = drift.iter().sum::<f32>() / drift.len() as f32;
+    assert!(mean < 0.1, "mean drift {mean}: {drift:?}");
 }
 
 #[tokio::test]
