@@ -182,7 +182,8 @@ await runInChromium('chess', seen, async (browser) => {
     .getAttribute('data-square');
   await page.getByTestId('flip').click();
 
-  // A scripted end: resign (two steps), and the server reviews the game before answering.
+  // A scripted end: resign (two steps); the server answers at once and reviews the game after,
+  // and the page shows the review when the game's topic says it is done.
   seen.plies_before_resign = await plies(page);
   if ((await page.getByTestId('chess-game').getAttribute('data-over')) !== 'true') {
     await page.getByTestId('resign').click();

@@ -15,6 +15,9 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
 const WAIT: Duration = Duration::from_secs(30);
+/// How long a finished game's review may take in a test: the LLM judge on the embedded model,
+/// on a busy 2-core machine, has needed over a minute.
+const REVIEW_WAIT: Duration = Duration::from_secs(240);
 
 #[path = "chess/judges.rs"]
 mod judges;
@@ -39,6 +42,22 @@ async fn post(app: &TestApp, path: &str, body: &Value) -> (StatusCode, Value) {
 
 fn game(value: Value) -> GameView {
     serde_json::from_value(value).expect("a GameView")
+}
+
+/// The game once its review is stored: the request that ends a game answers before it.
+async fn reviewed(app: &TestApp, id: &str) -> GameView {
+    let deadline = tokio::time::Instant::now() + REVIEW_WAIT;
+    loop {
+        let view = game(app.get(&format!("/api/chess/games/{id}")).await);
+        if view.game_return.is_some() {
+            return view;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "game {id} was not reviewed within {REVIEW_WAIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// The first legal move in the game's position, for the person's side.
@@ -180,12 +199,42 @@ async fn a_game_is_played_checked_reviewed_exported_and_learned_from() {
     assert_eq!(refusal.0, LiveErrorCode::Rejected);
     assert!(refusal.1.contains("a1a8"), "{}", refusal.1);
 
-    // The person resigns: the agent wins and every agent move is judged.
+    // The person resigns: the agent wins. The answer comes before the review, and the game's
+    // topic hears that it ended and then that every agent move is judged.
     let (status, body) = post(&app, &format!("/api/chess/games/{id}/resign"), &json!({})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let view = game(body);
-    let outcome = view.outcome.clone().expect("the game is over");
-    assert_eq!(outcome.result, "0-1");
+    let answer = game(body);
+    assert_eq!(
+        answer.outcome.as_ref().map(|o| o.result.as_str()),
+        Some("0-1")
+    );
+    assert!(answer.game_return.is_none() && answer.moves.iter().all(|m| m.reward.is_none()));
+    let mut announced = Vec::new();
+    while !announced.last().is_some_and(|&(_, reviewed)| reviewed) {
+        let frame = tokio::time::timeout(WAIT, ws.next())
+            .await
+            .expect("the game's events in time");
+        if let Some(Ok(Message::Text(text))) = frame
+            && let ServerMsg::Event {
+                event: LiveEvent::ChessGame(event),
+                ..
+            } = serde_json::from_str(&text).unwrap()
+        {
+            assert_eq!(event.game, id);
+            announced.push((event.outcome.map(|o| o.result), event.reviewed));
+        }
+    }
+    let ended = Some("0-1".to_owned());
+    let (last, earlier) = announced.split_last().unwrap();
+    assert_eq!(last, &(ended.clone(), true));
+    // The ending's own event comes first, unless the review's replaced it before it was sent
+    // (state events coalesce).
+    assert!(
+        earlier.iter().all(|e| e == &(ended.clone(), false)),
+        "{announced:?}"
+    );
+    let view = game(app.get(&format!("/api/chess/games/{id}")).await);
+    assert_eq!(view.moves.len(), answer.moves.len());
     assert_replays(&view);
     let agent_moves: Vec<_> = view.moves.iter().filter(|m| m.by_agent).collect();
     assert_eq!(agent_moves.len(), 2);
@@ -275,6 +324,51 @@ async fn a_game_is_played_checked_reviewed_exported_and_learned_from() {
     let listed = app.get("/api/chess/games").await;
     assert_eq!(listed.as_array().unwrap().len(), 2);
     assert_eq!(listed[0]["id"], json!(next.id));
+}
+
+/// A server that stops while reviewing leaves a finished game without its review: the next one to
+/// start reviews it, and judges it as the first did.
+#[tokio::test]
+async fn a_review_cut_off_by_a_stop_is_done_by_the_next_start() {
+    let database_url = fresh_database().await;
+    let first = TestApp::spawn_with(config_for(&database_url)).await;
+    let (status, body) = post(&first, "/api/chess/games", &json!({"agent_side": "white"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let opened = game(body);
+    let id = opened.id.clone();
+    let reply = some_legal_move(&opened);
+    let path = format!("/api/chess/games/{id}/moves");
+    let (status, body) = post(&first, &path, &json!({ "uci": reply })).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = post(&first, &format!("/api/chess/games/{id}/resign"), &json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let judged = reviewed(&first, &id).await;
+    drop(first);
+
+    // What a stop in the middle of the review leaves: the game over, no verdict, no return.
+    let db = lachesis::db::connect(&database_url, 1).await.unwrap();
+    let game_id: i64 = id.parse().unwrap();
+    let unjudged = sqlx::query(
+        "UPDATE chess_moves SET reward = NULL WHERE game_id = $1 AND reward IS NOT NULL",
+    )
+    .bind(game_id)
+    .execute(&db)
+    .await
+    .unwrap();
+    assert_eq!(unjudged.rows_affected(), 2, "both agent moves were judged");
+    let unreturned = sqlx::query("UPDATE chess_games SET game_return = NULL WHERE id = $1")
+        .bind(game_id)
+        .execute(&db)
+        .await
+        .unwrap();
+    assert_eq!(unreturned.rows_affected(), 1);
+    drop(db);
+
+    let second = TestApp::spawn_with(config_for(&database_url)).await;
+    let resumed = reviewed(&second, &id).await;
+    assert_eq!(resumed.game_return, judged.game_return);
+    let verdicts = |g: &GameView| -> Vec<_> { g.moves.iter().map(|m| m.reward.clone()).collect() };
+    assert_eq!(verdicts(&resumed), verdicts(&judged));
 }
 
 #[tokio::test]

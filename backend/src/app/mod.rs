@@ -394,6 +394,13 @@ impl Server {
                 ..(*state.chess).clone()
             });
         }
+        // Games a previous run ended and did not finish reviewing, judged as this one's would be.
+        let resumed = crate::chess::resume_reviews(&state)
+            .await
+            .map_err(|e| anyhow::anyhow!("resuming chess reviews: {e}"))?;
+        if resumed > 0 {
+            tracing::info!(games = resumed, "chess reviews of a previous run resumed");
+        }
         Ok(Self {
             live_bridge,
             listener,

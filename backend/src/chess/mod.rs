@@ -27,7 +27,7 @@ use crate::app::AppError;
 use crate::app::AppState;
 use crate::auth::Viewer;
 use crate::policy::Policy;
-pub use review::learn_pending;
+pub use review::{learn_pending, resume_reviews};
 use store::GameRow;
 
 /// Who judges finished games.
@@ -271,7 +271,7 @@ pub async fn play_move(
     finish_turn(state, id, published).await
 }
 
-/// The person resigns: the agent wins, and the game is reviewed.
+/// The person resigns: the agent wins, and the game's review starts.
 pub async fn resign(state: &AppState, viewer: &Viewer, id: i64) -> Result<GameView, AppError> {
     let mut tx = state.db.begin().await?;
     let game = store::game(&mut tx, id, true)
@@ -357,7 +357,10 @@ async fn agent_turn(
     Ok(Some((record, played.outcome)))
 }
 
-/// After a committed turn: tell watchers, review a finished game, and answer with the game.
+/// After a committed turn: tell watchers, start the review of a game that just ended, and answer
+/// with the game as it stands. The review runs after the answer ([`review::spawn`]): with the LLM
+/// judge or a busy engine pool it takes minutes, longer than a person (or a proxy) waits for a
+/// move or a resignation to be acknowledged; the game's watchers hear when it is done.
 async fn finish_turn(
     state: &AppState,
     id: i64,
@@ -375,18 +378,11 @@ async fn finish_turn(
     let game = store::game(&mut conn, id, false)
         .await?
         .ok_or(AppError::NotFound("game"))?;
+    let moves = store::moves(&mut conn, id).await?;
     drop(conn);
     if game.outcome.is_some() && game.game_return.is_none() {
         publish_game(state, &game, false).await?;
-        review::review(state, id).await?;
-    }
-    let mut conn = state.db.acquire().await?;
-    let game = store::game(&mut conn, id, false)
-        .await?
-        .ok_or(AppError::NotFound("game"))?;
-    let moves = store::moves(&mut conn, id).await?;
-    if game.game_return.is_some() && game.outcome.is_some() {
-        publish_game(state, &game, true).await?;
+        review::spawn(state, id);
     }
     // Only the game's owner plays a turn, and this answers them.
     let mut view = store::view(&game, &moves);

@@ -1,6 +1,8 @@
 //! After a game: the reward model judges each agent move, and later the policy learns from the
 //! judged games (REINFORCE on its feature weights, `lachesis_chess::learn`).
 
+use std::time::Duration;
+
 use lachesis_chess::judge::{self, JUDGE_DEPTH};
 use lachesis_chess::learn::{self, Credit, LearnSettings};
 use lachesis_chess::oracle::{self, OracleSettings};
@@ -18,14 +20,67 @@ use crate::policy::PolicyRequest;
 /// How much the result (+1 win, −1 loss) adds to a game's return beside its move rewards.
 const RESULT_IN_RETURN: f64 = 1.0;
 
+/// Attempts at one review before it is left for the server's next start ([`resume_reviews`]).
+const REVIEW_ATTEMPTS: u32 = 3;
+/// The pause after a failed attempt, times the attempt's number.
+const REVIEW_RETRY_PAUSE: Duration = Duration::from_secs(5);
+
+/// Reviews game `id` in the background, then tells its watchers (the `ChessGame` event with
+/// `reviewed`). A failure (the database or every engine unreachable) is retried a few times; a
+/// review cut off by the server stopping is resumed when it starts again.
+pub fn spawn(state: &AppState, id: i64) {
+    let state = state.clone();
+    tokio::spawn(async move {
+        for attempt in 1..=REVIEW_ATTEMPTS {
+            match review_and_announce(&state, id).await {
+                Ok(()) => return,
+                Err(e) => tracing::warn!(game = id, attempt, error = %e, "a chess review failed"),
+            }
+            if attempt < REVIEW_ATTEMPTS {
+                tokio::time::sleep(REVIEW_RETRY_PAUSE * attempt).await;
+            }
+        }
+        tracing::error!(
+            game = id,
+            "a chess review gave up; it runs again when the server next starts"
+        );
+    });
+}
+
+/// Starts the review of every finished game left without one (by a server that stopped while
+/// reviewing, or a review that gave up). Returns how many were started.
+pub async fn resume_reviews(state: &AppState) -> Result<usize, AppError> {
+    let mut conn = state.db.acquire().await?;
+    let ids = store::unreviewed_games(&mut conn).await?;
+    drop(conn);
+    for &id in &ids {
+        spawn(state, id);
+    }
+    Ok(ids.len())
+}
+
+async fn review_and_announce(state: &AppState, id: i64) -> Result<(), AppError> {
+    if !review(state, id).await? {
+        return Ok(());
+    }
+    let mut conn = state.db.acquire().await?;
+    let game = store::game(&mut conn, id, false)
+        .await?
+        .ok_or(AppError::NotFound("game"))?;
+    drop(conn);
+    super::publish_game(state, &game, true).await
+}
+
 /// Judges every agent move of a finished game and stores the verdicts and the game's return.
-pub async fn review(state: &AppState, id: i64) -> Result<(), AppError> {
+/// `false` when there was nothing to do: the game is live, or another review stored first (two
+/// requests that saw the same ending, or two servers resuming the same review).
+async fn review(state: &AppState, id: i64) -> Result<bool, AppError> {
     let mut conn = state.db.acquire().await?;
     let Some(game) = store::game(&mut conn, id, false).await? else {
         return Err(AppError::NotFound("game"));
     };
     let Some(outcome) = game.outcome.clone() else {
-        return Ok(());
+        return Ok(false);
     };
     drop(conn);
     let _lane = state
@@ -39,7 +94,7 @@ pub async fn review(state: &AppState, id: i64) -> Result<(), AppError> {
         .await?
         .is_some_and(|g| g.game_return.is_some())
     {
-        return Ok(());
+        return Ok(false);
     }
     let moves = store::moves(&mut conn, id).await?;
     drop(conn);
@@ -61,9 +116,9 @@ pub async fn review(state: &AppState, id: i64) -> Result<(), AppError> {
     let result = selfplay::result_for(&outcome, game.agent_side);
     let game_return = rewards.iter().map(|(_, r)| r.total).sum::<f64>() + RESULT_IN_RETURN * result;
     let mut tx = state.db.begin().await?;
-    store::store_review(&mut tx, id, &rewards, game_return).await?;
+    let stored = store::store_review(&mut tx, id, &rewards, game_return).await?;
     tx.commit().await?;
-    Ok(())
+    Ok(stored)
 }
 
 async fn judge_move(

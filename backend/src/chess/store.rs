@@ -349,12 +349,24 @@ pub async fn end_game(
     }
 }
 
+/// Stores a game's review: its return and each agent move's verdict. `false`, and nothing
+/// written, when the game already has one (a game is reviewed once, and learned from as such).
 pub async fn store_review(
     conn: &mut PgConnection,
     game: i64,
     rewards: &[(u32, MoveReward)],
     game_return: f64,
-) -> Result<(), StoreError> {
+) -> Result<bool, StoreError> {
+    let first = sqlx::query!(
+        "UPDATE chess_games SET game_return = $2 WHERE id = $1 AND game_return IS NULL",
+        game,
+        game_return
+    )
+    .execute(&mut *conn)
+    .await?;
+    if first.rows_affected() == 0 {
+        return Ok(false);
+    }
     for (ply, reward) in rewards {
         let json =
             serde_json::to_value(reward).map_err(|e| StoreError::Unreadable(e.to_string()))?;
@@ -367,14 +379,16 @@ pub async fn store_review(
         .execute(&mut *conn)
         .await?;
     }
-    sqlx::query!(
-        "UPDATE chess_games SET game_return = $2 WHERE id = $1",
-        game,
-        game_return
+    Ok(true)
+}
+
+/// Finished games without a review, oldest first.
+pub async fn unreviewed_games(conn: &mut PgConnection) -> Result<Vec<i64>, StoreError> {
+    Ok(sqlx::query_scalar!(
+        "SELECT id FROM chess_games WHERE result IS NOT NULL AND game_return IS NULL ORDER BY id"
     )
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
+    .fetch_all(&mut *conn)
+    .await?)
 }
 
 /// Rates an agent move; `false` when there is no agent move at that ply.

@@ -6,7 +6,7 @@ use lachesis_tests::{TestApp, config_for, fresh_database};
 use reqwest::StatusCode;
 use serde_json::json;
 
-use super::{assert_replays, game, post};
+use super::{assert_replays, game, post, reviewed};
 
 /// A server whose chess judge has Stockfish (Debian's, which `make test` installs) at depth 8.
 fn stockfish_config(database_url: &str) -> lachesis::config::ServeConfig {
@@ -39,7 +39,7 @@ async fn play_and_resign(app: &TestApp, person: &[&str]) -> GameView {
     }
     let (status, body) = post(app, &format!("/api/chess/games/{id}/resign"), &json!({})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let view = game(body);
+    let view = reviewed(app, &id).await;
     assert_replays(&view);
     view
 }

@@ -49,6 +49,14 @@ fn Game(id: String) -> impl IntoView {
     let confirm_resign = RwSignal::new(false);
     let id = StoredValue::new(id);
 
+    // Answers and reloads can cross: the resignation's answer (not yet reviewed) may arrive after
+    // the review's event made the page reload the reviewed game. What shows less is dropped.
+    let show_view = move |view: GameView| {
+        if !game.with_untracked(|g| g.as_ref().is_some_and(|g| position::is_behind(g, &view))) {
+            game.set(Some(view));
+        }
+    };
+
     let reload = move || {
         let id = id.get_value();
         spawn_local(async move {
@@ -59,7 +67,7 @@ fn Game(id: String) -> impl IntoView {
                         flipped.set(view.agent_side == Side::White);
                     }
                     pending.set(None);
-                    game.set(Some(view));
+                    show_view(view);
                 }
                 Err(e) => error.set(Some(e.to_string())),
             }
@@ -169,7 +177,7 @@ fn Game(id: String) -> impl IntoView {
         if !sent {
             spawn_local(async move {
                 match api::play(&game_id, &uci).await {
-                    Ok(view) => game.set(Some(view)),
+                    Ok(view) => show_view(view),
                     Err(e) => error.set(Some(e.to_string())),
                 }
                 pending.set(None);
@@ -185,7 +193,7 @@ fn Game(id: String) -> impl IntoView {
             match api::resign(&game_id).await {
                 Ok(view) => {
                     viewing.set(None);
-                    game.set(Some(view));
+                    show_view(view);
                 }
                 Err(e) => error.set(Some(e.to_string())),
             }

@@ -102,6 +102,13 @@ pub fn fen_at(game: &GameView, ply: usize) -> String {
     }
 }
 
+/// Whether `incoming` shows less of the game than `current`: fewer moves, not yet ended, or not
+/// yet reviewed (an answer that a later event's reload overtook).
+pub fn is_behind(current: &GameView, incoming: &GameView) -> bool {
+    let progress = |g: &GameView| (g.moves.len(), g.outcome.is_some(), g.game_return.is_some());
+    progress(incoming) < progress(current)
+}
+
 /// The squares of the move that led to the position after `ply` moves.
 pub fn last_move(moves: &[MoveRecord], ply: usize) -> Option<(String, String)> {
     let record = moves.get(ply.checked_sub(1)?)?;
@@ -173,6 +180,7 @@ pub fn promotion_choices(side: Side) -> [(char, char); 4] {
 mod tests {
     use super::*;
     use lachesis_shared::chess::rules::START_FEN;
+    use lachesis_shared::chess::{GameEnd, GameOutcome};
 
     #[test]
     fn the_start_is_drawn_from_whites_side_or_flipped() {
@@ -188,6 +196,50 @@ mod tests {
         assert_eq!(flipped.cells[0].name, "h1");
         assert_eq!(flipped.cells[63].name, "a8");
         assert!(show("not a position", false).is_none());
+    }
+
+    #[test]
+    fn an_answer_that_shows_less_than_the_page_is_behind() {
+        let live = GameView {
+            id: "1".into(),
+            agent_side: Side::Black,
+            start_fen: START_FEN.into(),
+            fen: START_FEN.into(),
+            moves: Vec::new(),
+            outcome: None,
+            policy_version: 0,
+            game_return: None,
+            created_at: "2026-12-05T08:00:00Z".into(),
+            public: false,
+            yours: true,
+        };
+        let ended = GameView {
+            outcome: Some(GameOutcome::new(GameEnd::Resignation, Some(Side::Black))),
+            ..live.clone()
+        };
+        let reviewed = GameView {
+            game_return: Some(1.0),
+            ..ended.clone()
+        };
+        // The resignation's answer after the reviewed reload: dropped.
+        assert!(is_behind(&reviewed, &ended));
+        assert!(is_behind(&ended, &live));
+        // Forward, or the same progress with other details (a rating, sharing): shown.
+        assert!(!is_behind(&ended, &reviewed));
+        assert!(!is_behind(&reviewed, &reviewed.clone()));
+        let mut moved = live.clone();
+        moved.moves.push(MoveRecord {
+            ply: 0,
+            uci: "e2e4".into(),
+            san: "e4".into(),
+            fen_after: START_FEN.into(),
+            by_agent: false,
+            reward: None,
+            rating: None,
+        });
+        // A move the socket already showed is not taken back by an older answer.
+        assert!(is_behind(&moved, &live));
+        assert!(!is_behind(&live, &moved));
     }
 
     #[test]
