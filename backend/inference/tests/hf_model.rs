@@ -130,10 +130,13 @@ async fn a_safetensors_export_matches_its_gguf() {
     let (a, b) = (logits(&gguf), logits(&hf));
     // Same weights, different row order in q and k and a different rotary layout: the sums run in
     // another order, and a last-bit difference can flip the rounding of an activation when the next
-    // product quantizes it to 8 bits. So: the same prediction everywhere and close logits, not
-    // bit-identical ones (a wrong permutation or rotation gives unrelated logits). Measured: mean
-    // differences up to 0.39, below the 0.06-0.47 by which the GGUF's own Q4_1 path differs from
-    // the exact dense weights.
+    // product quantizes it to 8 bits. So: the same prediction everywhere (up to a near-tie) and
+    // close logits, not bit-identical ones. Measured mean differences: up to 0.39 where candle
+    // quantizes activations 256 values to a scale (AVX-512 VNNI), up to 0.53 where it quantizes 32
+    // (AVX2 alone), where the quantized pass is itself 0.12-1.09 off the export's dense weights;
+    // the logits of neighbouring positions, the scale of a wrong permutation or rotation, are
+    // 2.6-8.5 apart. On AVX2 the two top tokens of the last position are 0.05 apart in one pass
+    // and tied in the other, and the noise picks either.
     let argmax = |row: &[f32]| {
         row.iter()
             .enumerate()
@@ -141,11 +144,18 @@ async fn a_safetensors_export_matches_its_gguf() {
             .map(|(i, _)| i)
             .unwrap()
     };
+    // How far below a pass's own top logit it puts the other pass's top token.
+    let shortfall = |row: &[f32], token: usize| row[argmax(row)] - row[token];
     for (position, (x, y)) in a.iter().zip(&b).enumerate() {
-        assert_eq!(argmax(x), argmax(y), "top token at position {position}");
+        assert!(
+            shortfall(x, argmax(y)) < 0.25 && shortfall(y, argmax(x)) < 0.25,
+            "top tokens at position {position}: {} and {}",
+            argmax(x),
+            argmax(y)
+        );
         let mean = x.iter().zip(y).map(|(p, q)| (p - q).abs()).sum::<f32>() / x.len() as f32;
         assert!(
-            mean < 0.5,
+            mean < 1.0,
             "position {position}: mean logit difference {mean}"
         );
     }

@@ -142,17 +142,25 @@ async fn a_long_prompt_read_in_chunks_scores_as_one_pass() {
         .forward(&input, 0, &mut model.new_cache(), true)
         .unwrap();
     let one_pass = rows(&logits).unwrap();
-    let mut worst = 0f32;
+    let mut gaps = Vec::new();
     for (position, entry) in scored.iter().enumerate().skip(1) {
         let entry = entry
             .as_ref()
             .expect("every token after the first is scored");
         assert_eq!(entry.token, prompt[position]);
         let expected = log_softmax(&one_pass[position - 1])[prompt[position] as usize];
-        worst = worst.max((entry.logprob - expected).abs());
+        gaps.push((entry.logprob - expected).abs());
     }
+    // Chunks see the cache where one pass sees its own rows: the f32 sums differ in the last bits,
+    // and now and then that flips an activation's 8-bit rounding. Over these 750 tokens on an
+    // AVX2-only CPU: mean 0.0015, 99th percentile 0.017, one token 0.27. A chunk read at the wrong
+    // position or over the wrong cache moves every later token, not one in a hundred.
+    gaps.sort_by(f32::total_cmp);
+    let mean = gaps.iter().sum::<f32>() / gaps.len() as f32;
+    let p99 = gaps[gaps.len() * 99 / 100];
+    let worst = gaps[gaps.len() - 1];
     assert!(
-        worst < 0.05,
-        "chunked and one-pass logprobs differ by {worst}"
+        mean < 0.01 && p99 < 0.05 && worst < 0.5,
+        "chunked and one-pass logprobs differ: mean {mean}, 99th percentile {p99}, worst {worst}"
     );
 }
