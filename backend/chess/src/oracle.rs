@@ -247,10 +247,12 @@ pub fn verdict(
     } else {
         1.0
     };
+    // A move searched alone can score above the whole position's search (a fixed depth finds in
+    // the narrower search what the wider one cut): then no move is known to be better.
     let better_move = assessment
         .best_uci
         .as_deref()
-        .filter(|best| *best != uci_of(m))
+        .filter(|best| *best != uci_of(m) && assessment.best_cp > assessment.played_cp)
         .and_then(|best| parse_uci(pos, best).ok())
         .map(|best| san_of(pos, best));
     MoveReward {

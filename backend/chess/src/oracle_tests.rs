@@ -30,6 +30,41 @@ fn judged(pool: &EnginePool, fen: &str, uci: &str) -> MoveReward {
 }
 
 #[test]
+fn no_better_move_is_named_when_the_played_move_scored_above_the_best_line() {
+    // Seen in a review at depth 8: the whole position searched to +0.16 with ...d5, the agent's
+    // own move searched alone to +1.66.
+    let pos = parse_fen("rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1").unwrap();
+    let m = parse_uci(&pos, "e7e5").unwrap();
+    let mut assessment = Assessment {
+        best_cp: 16,
+        played_cp: 166,
+        best_uci: Some("d7d5".into()),
+        depth: 8,
+    };
+    let reward = verdict(&pos, m, &assessment, &OracleSettings::default());
+    assert_eq!(reward.engine.as_ref().unwrap().better_move, None);
+    assert!(
+        reward.justification.contains("agrees it is the best move"),
+        "{}",
+        reward.justification
+    );
+    // Rated below the best line, the same move is told the better one.
+    assessment.played_cp = -40;
+    let reward = verdict(&pos, m, &assessment, &OracleSettings::default());
+    assert_eq!(
+        reward.engine.as_ref().unwrap().better_move.as_deref(),
+        Some("d5")
+    );
+    assert!(
+        reward
+            .justification
+            .contains("rates it -0.4 against +0.2 for d5"),
+        "{}",
+        reward.justification
+    );
+}
+
+#[test]
 fn a_mating_sacrifice_is_sound_and_brilliant_and_a_hung_queen_is_a_blunder() {
     let pool = pool(SearchLimit::Depth(14), Duration::from_secs(20));
     // Philidor's smothered mate: Qg8+ Rxg8 Nf7#. The queen is given for nothing but the mate.

@@ -58,16 +58,17 @@ async fn stockfish_judges_the_agent_and_the_pgn_carries_its_marks_and_evaluation
         assert_eq!(reward.judge, "stockfish", "{reward:?}");
         let engine = reward.engine.as_ref().expect("Stockfish's figures");
         assert_eq!(engine.depth, 8);
-        // A search restricted to the played move may see a little further than the full one.
-        assert!(engine.best_cp >= engine.played_cp - 60, "{engine:?}");
         assert!(
             reward.justification.contains("Stockfish (depth 8)"),
             "{}",
             reward.justification
         );
-        // A better move is named exactly when the agent did not play Stockfish's choice.
+        // A better move is named only when Stockfish rates it above the agent's (a move searched
+        // alone may score above the whole position's search at the same depth: +1.66 against
+        // +0.16 in one run).
         if let Some(better) = &engine.better_move {
             assert_ne!(better, &m.san);
+            assert!(engine.best_cp > engine.played_cp, "{engine:?}");
         }
         annotated += usize::from(reward.mark.is_some());
     }
