@@ -1,8 +1,6 @@
 //! After a game: the reward model judges each agent move, and later the policy learns from the
 //! judged games (REINFORCE on its feature weights, `lachesis_chess::learn`).
 
-use std::time::Duration;
-
 use lachesis_chess::judge::{self, JUDGE_DEPTH};
 use lachesis_chess::learn::{self, Credit, LearnSettings};
 use lachesis_chess::oracle::{self, OracleSettings};
@@ -12,7 +10,8 @@ use lachesis_inference::ChatMessage;
 use lachesis_shared::chess::rules;
 use lachesis_shared::chess::{MoveReward, Side};
 
-use super::{ChessJudge, store};
+use super::ChessJudge;
+use super::store::{self, GameRow};
 use crate::app::AppError;
 use crate::app::AppState;
 use crate::policy::PolicyRequest;
@@ -22,12 +21,11 @@ const RESULT_IN_RETURN: f64 = 1.0;
 
 /// Attempts at one review before it is left for the server's next start ([`resume_reviews`]).
 const REVIEW_ATTEMPTS: u32 = 3;
-/// The pause after a failed attempt, times the attempt's number.
-const REVIEW_RETRY_PAUSE: Duration = Duration::from_secs(5);
 
 /// Reviews game `id` in the background, then tells its watchers (the `ChessGame` event with
-/// `reviewed`). A failure (the database or every engine unreachable) is retried a few times; a
-/// review cut off by the server stopping is resumed when it starts again.
+/// `reviewed`). A failure (the database or every engine unreachable) is retried after the
+/// server's restart backoff; a review cut off by the server stopping is resumed when it starts
+/// again.
 pub fn spawn(state: &AppState, id: i64) {
     let state = state.clone();
     tokio::spawn(async move {
@@ -37,7 +35,7 @@ pub fn spawn(state: &AppState, id: i64) {
                 Err(e) => tracing::warn!(game = id, attempt, error = %e, "a chess review failed"),
             }
             if attempt < REVIEW_ATTEMPTS {
-                tokio::time::sleep(REVIEW_RETRY_PAUSE * attempt).await;
+                tokio::time::sleep(state.tasks.backoff().delay(attempt)).await;
             }
         }
         tracing::error!(
@@ -60,27 +58,23 @@ pub async fn resume_reviews(state: &AppState) -> Result<usize, AppError> {
 }
 
 async fn review_and_announce(state: &AppState, id: i64) -> Result<(), AppError> {
-    if !review(state, id).await? {
-        return Ok(());
+    match review(state, id).await? {
+        Some(game) => super::publish_game(state, &game, true).await,
+        None => Ok(()),
     }
-    let mut conn = state.db.acquire().await?;
-    let game = store::game(&mut conn, id, false)
-        .await?
-        .ok_or(AppError::NotFound("game"))?;
-    drop(conn);
-    super::publish_game(state, &game, true).await
 }
 
-/// Judges every agent move of a finished game and stores the verdicts and the game's return.
-/// `false` when there was nothing to do: the game is live, or another review stored first (two
-/// requests that saw the same ending, or two servers resuming the same review).
-async fn review(state: &AppState, id: i64) -> Result<bool, AppError> {
+/// Judges every agent move of a finished game and stores the verdicts and the game's return;
+/// returns the ended game as it was read (its moves and outcome no longer change). `None` when
+/// there was nothing to do: the game is live, or another review stored first (two requests that
+/// saw the same ending, or two servers resuming the same review).
+async fn review(state: &AppState, id: i64) -> Result<Option<GameRow>, AppError> {
     let mut conn = state.db.acquire().await?;
     let Some(game) = store::game(&mut conn, id, false).await? else {
         return Err(AppError::NotFound("game"));
     };
     let Some(outcome) = game.outcome.clone() else {
-        return Ok(false);
+        return Ok(None);
     };
     drop(conn);
     let _lane = state
@@ -94,7 +88,7 @@ async fn review(state: &AppState, id: i64) -> Result<bool, AppError> {
         .await?
         .is_some_and(|g| g.game_return.is_some())
     {
-        return Ok(false);
+        return Ok(None);
     }
     let moves = store::moves(&mut conn, id).await?;
     drop(conn);
@@ -118,7 +112,7 @@ async fn review(state: &AppState, id: i64) -> Result<bool, AppError> {
     let mut tx = state.db.begin().await?;
     let stored = store::store_review(&mut tx, id, &rewards, game_return).await?;
     tx.commit().await?;
-    Ok(stored)
+    Ok(stored.then_some(game))
 }
 
 async fn judge_move(
