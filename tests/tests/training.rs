@@ -87,6 +87,7 @@ async fn grpo_raises_the_tiny_models_mean_reward_from_chance_to_at_least_0_9() {
 fn the_training_model_reads_smollm2_from_gguf_as_the_engine_does() {
     use candle_core::quantized::gguf_file;
     use candle_core::{Device, IndexOp, Tensor};
+    use lachesis_inference::Precision;
     use lachesis_inference::llama::Llama;
     use lachesis_train::{TrainLlama, TrainMode};
 
@@ -107,7 +108,7 @@ fn the_training_model_reads_smollm2_from_gguf_as_the_engine_does() {
 
     let mut file = std::fs::File::open(&path).unwrap();
     let content = gguf_file::Content::read(&mut file).unwrap();
-    let engine = Llama::from_gguf(&content, &mut file, 64, false).unwrap();
+    let engine = Llama::from_gguf(&content, &mut file, 64, Precision::Stored).unwrap();
     let mut cache = engine.new_cache();
     let theirs = engine
         .forward(&input, 0, &mut cache, false)

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::backoff::Backoff;
-use crate::llama::Llama;
+use crate::llama::{Llama, Precision};
 use crate::worker::{Admitted, Command, Job, SharedModel, Worker, WorkerHealth};
 use crate::{EngineError, ModelTokenizer, SamplingParams};
 
@@ -25,6 +25,8 @@ pub struct EngineOptions {
     pub context_cap: usize,
     /// The pause before the worker starts again after a panic.
     pub restart_backoff: Backoff,
+    /// How the loaded model's matrices are held.
+    pub precision: Precision,
 }
 
 impl Default for EngineOptions {
@@ -34,6 +36,7 @@ impl Default for EngineOptions {
             queue: 60,
             context_cap: 8192,
             restart_backoff: Backoff::default(),
+            precision: Precision::default(),
         }
     }
 }
@@ -137,14 +140,15 @@ impl Engine {
     /// Hugging Face llama directory (`config.json`, `*.safetensors`, `tokenizer.json`).
     pub fn load(path: &Path, options: EngineOptions) -> Result<Self, EngineError> {
         let (model, tokenizer, name) = if path.is_dir() {
-            let model = Llama::from_safetensors(path, options.context_cap, true)?;
+            let quantize = options.precision == Precision::Quantized;
+            let model = Llama::from_safetensors(path, options.context_cap, quantize)?;
             let tokenizer = ModelTokenizer::from_hf_dir(path)?;
             let name = path
                 .file_name()
                 .map_or_else(|| "model".into(), |s| s.to_string_lossy().into_owned());
             (model, tokenizer, name)
         } else {
-            load_gguf(path, options.context_cap)?
+            load_gguf(path, options.context_cap, options.precision)?
         };
         Self::from_model(model, tokenizer, name, options)
     }
@@ -339,6 +343,7 @@ impl Engine {
 fn load_gguf(
     path: &Path,
     context_cap: usize,
+    precision: Precision,
 ) -> Result<(Llama, ModelTokenizer, String), EngineError> {
     let mut file = std::fs::File::open(path)
         .map_err(|e| EngineError::Model(format!("opening {}: {e}", path.display())))?;
@@ -361,6 +366,6 @@ fn load_gguf(
         .and_then(|v| v.to_string().ok().cloned())
         .or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()))
         .unwrap_or_else(|| "model".into());
-    let model = Llama::from_gguf(&content, &mut file, context_cap, true)?;
+    let model = Llama::from_gguf(&content, &mut file, context_cap, precision)?;
     Ok((model, tokenizer, name))
 }

@@ -17,6 +17,7 @@ pub use engine::{
     StreamedToken, TokenLogprob,
 };
 pub use incremental::IncrementalText;
+pub use llama::Precision;
 pub use sampling::{MAX_CHOICES, MAX_TOP_LOGPROBS, SamplingParams, log_softmax, sample, top_k};
 pub use tokenizer::{ChatMessage, ModelTokenizer};
 pub use worker::WorkerHealth;

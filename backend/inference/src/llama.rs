@@ -21,6 +21,21 @@ const SLOW_ON_CPU: [GgmlDType; 4] = [
     GgmlDType::Q8_1,
 ];
 
+/// How a model's matrices are held in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Precision {
+    /// As the file holds them: a GGUF's own quantization, a safetensors checkpoint's dense f32.
+    Stored,
+    /// Quantized for speed: a GGUF's types without a fast CPU kernel re-quantized to Q8_0, a
+    /// safetensors checkpoint quantized to Q8_0. What the engine serves by default.
+    #[default]
+    Quantized,
+    /// Dense f32 (SmolLM2-135M: about 540 MB, four times Q8_0): nothing quantizes activations,
+    /// so two ways of computing the same logits (a prompt read in chunks or in one pass, scored
+    /// or decoded) agree to f32 rounding on any CPU.
+    F32,
+}
+
 /// A LoRA adapter's update to one matrix, `x · Aᵀ · (scale · B)ᵀ`, kept in f32 beside the base:
 /// one copy of the base serves every adapter, and a merged matrix is never re-quantized with a
 /// large update's outliers widening its quantization steps.
@@ -183,7 +198,7 @@ impl Llama {
         content: &gguf_file::Content,
         reader: &mut R,
         context_cap: usize,
-        requantize: bool,
+        precision: Precision,
     ) -> Result<Self> {
         let device = &Device::Cpu;
         let md = |key: &str| {
@@ -210,11 +225,13 @@ impl Llama {
         };
         let mut tensor = |name: &str| content.tensor(reader, name, device);
         let matmul = |t: QTensor| -> Result<QMatMul> {
-            if requantize && SLOW_ON_CPU.contains(&t.dtype()) {
-                let dense = t.dequantize(device)?;
-                QMatMul::from_qtensor(QTensor::quantize(&dense, GgmlDType::Q8_0)?)
-            } else {
-                QMatMul::from_qtensor(t)
+            match precision {
+                Precision::F32 => Ok(QMatMul::Tensor(t.dequantize(device)?)),
+                Precision::Quantized if SLOW_ON_CPU.contains(&t.dtype()) => {
+                    let dense = t.dequantize(device)?;
+                    QMatMul::from_qtensor(QTensor::quantize(&dense, GgmlDType::Q8_0)?)
+                }
+                _ => QMatMul::from_qtensor(t),
             }
         };
         let embeddings_q = tensor("token_embd.weight")?;
