@@ -23,6 +23,8 @@ const REVIEW_WAIT: Duration = Duration::from_secs(240);
 mod judges;
 #[path = "chess/model_player.rs"]
 mod model_player;
+#[path = "chess/resumed_reviews.rs"]
+mod resumed_reviews;
 #[path = "chess/spectators.rs"]
 mod spectators;
 #[path = "chess/yardstick.rs"]
@@ -324,51 +326,6 @@ async fn a_game_is_played_checked_reviewed_exported_and_learned_from() {
     let listed = app.get("/api/chess/games").await;
     assert_eq!(listed.as_array().unwrap().len(), 2);
     assert_eq!(listed[0]["id"], json!(next.id));
-}
-
-/// A server that stops while reviewing leaves a finished game without its review: the next one to
-/// start reviews it, and judges it as the first did.
-#[tokio::test]
-async fn a_review_cut_off_by_a_stop_is_done_by_the_next_start() {
-    let database_url = fresh_database().await;
-    let first = TestApp::spawn_with(config_for(&database_url)).await;
-    let (status, body) = post(&first, "/api/chess/games", &json!({"agent_side": "white"})).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let opened = game(body);
-    let id = opened.id.clone();
-    let reply = some_legal_move(&opened);
-    let path = format!("/api/chess/games/{id}/moves");
-    let (status, body) = post(&first, &path, &json!({ "uci": reply })).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let (status, body) = post(&first, &format!("/api/chess/games/{id}/resign"), &json!({})).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let judged = reviewed(&first, &id).await;
-    drop(first);
-
-    // What a stop in the middle of the review leaves: the game over, no verdict, no return.
-    let db = lachesis::db::connect(&database_url, 1).await.unwrap();
-    let game_id: i64 = id.parse().unwrap();
-    let unjudged = sqlx::query(
-        "UPDATE chess_moves SET reward = NULL WHERE game_id = $1 AND reward IS NOT NULL",
-    )
-    .bind(game_id)
-    .execute(&db)
-    .await
-    .unwrap();
-    assert_eq!(unjudged.rows_affected(), 2, "both agent moves were judged");
-    let unreturned = sqlx::query("UPDATE chess_games SET game_return = NULL WHERE id = $1")
-        .bind(game_id)
-        .execute(&db)
-        .await
-        .unwrap();
-    assert_eq!(unreturned.rows_affected(), 1);
-    drop(db);
-
-    let second = TestApp::spawn_with(config_for(&database_url)).await;
-    let resumed = reviewed(&second, &id).await;
-    assert_eq!(resumed.game_return, judged.game_return);
-    let verdicts = |g: &GameView| -> Vec<_> { g.moves.iter().map(|m| m.reward.clone()).collect() };
-    assert_eq!(verdicts(&resumed), verdicts(&judged));
 }
 
 #[tokio::test]

@@ -123,6 +123,7 @@ impl AppState {
                 reviews: Arc::new(crate::chess::lanes::ReviewLanes::new(
                     config.hosting.chess_reviews_per_owner,
                 )),
+                review_claim: config.hosting.chess_review_claim,
             }),
             auth: Arc::new(crate::auth::AuthSettings::new(
                 config.auth,
@@ -444,6 +445,11 @@ impl Server {
             self.state.activity.clone(),
             envs_stopped.clone(),
         );
+        let review_sweep = crate::chess::spawn_sweep(
+            &self.state,
+            self.state.hosting.chess_review_sweep,
+            envs_stopped.clone(),
+        );
         // A lost owner lock (its connection cut) is noticed and taken again within seconds.
         let owner_watch = self
             .state
@@ -470,6 +476,7 @@ impl Server {
         // The bridge holds a pooled connection: it stops before the pool closes.
         let _ = tokio::time::timeout_at(deadline.tasks, bridge).await;
         let _ = tokio::time::timeout_at(deadline.tasks, sampler).await;
+        let _ = tokio::time::timeout_at(deadline.tasks, review_sweep).await;
         if let Some(watch) = owner_watch {
             watch.abort();
         }

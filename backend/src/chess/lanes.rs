@@ -3,8 +3,11 @@
 //! ending many long games at once would put thousands of searches ahead of everyone else's
 //! review. With lanes, an owner has at most `per_owner` reviews searching at a time and the rest
 //! of its reviews wait behind them, while other owners' reviews go ahead.
+//!
+//! A game's review is queued once per server: the sweep that looks for unreviewed games finds
+//! those still waiting in their lane too, and must not queue them again.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -20,6 +23,22 @@ pub type Owner = (Option<i64>, Option<i64>);
 pub struct ReviewLanes {
     per_owner: usize,
     lanes: Mutex<HashMap<Owner, Arc<Semaphore>>>,
+    /// Games whose review is queued or running on this server.
+    queued: Arc<Mutex<HashSet<i64>>>,
+}
+
+/// Game `id`'s review counted as queued on this server until this drops.
+#[derive(Debug)]
+pub struct Queued {
+    id: i64,
+    queued: Arc<Mutex<HashSet<i64>>>,
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        let mut queued = self.queued.lock().unwrap_or_else(|p| p.into_inner());
+        queued.remove(&self.id);
+    }
 }
 
 impl Default for ReviewLanes {
@@ -33,7 +52,17 @@ impl ReviewLanes {
         Self {
             per_owner: per_owner.max(1),
             lanes: Mutex::default(),
+            queued: Arc::default(),
         }
+    }
+
+    /// Counts game `id`'s review as queued on this server, or `None` when it already is.
+    pub fn queue(&self, id: i64) -> Option<Queued> {
+        let mut queued = self.queued.lock().unwrap_or_else(|p| p.into_inner());
+        queued.insert(id).then(|| Queued {
+            id,
+            queued: self.queued.clone(),
+        })
     }
 
     /// Waits for a place in `owner`'s lane; the review runs while the permit is held.
@@ -95,6 +124,21 @@ mod tests {
         let _third = enters(&lanes, team).await.unwrap();
         assert_eq!(lanes.busy_owners(), 1);
         assert_eq!(lanes.lanes.lock().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_game_is_queued_once_until_its_review_ends() {
+        let lanes = ReviewLanes::new(1);
+        let first = lanes.queue(5).expect("nothing queued yet");
+        assert!(lanes.queue(5).is_none(), "already queued");
+        let other = lanes.queue(6).expect("another game is queued on its own");
+        drop(first);
+        assert!(
+            lanes.queue(5).is_some(),
+            "queued again once its review ended"
+        );
+        drop(other);
+        assert!(lanes.queued.lock().unwrap().is_empty());
     }
 
     #[tokio::test(start_paused = true)]

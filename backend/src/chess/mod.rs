@@ -27,7 +27,7 @@ use crate::app::AppError;
 use crate::app::AppState;
 use crate::auth::Viewer;
 use crate::policy::Policy;
-pub use review::{learn_pending, resume_reviews};
+pub use review::{learn_pending, resume_reviews, spawn_sweep};
 use store::GameRow;
 
 /// Who judges finished games.
@@ -54,6 +54,9 @@ pub struct ChessSettings {
     pub searches: Arc<tokio::sync::Semaphore>,
     /// Finished games' reviews, queued per owner (`--chess-reviews-per-owner`).
     pub reviews: Arc<lanes::ReviewLanes>,
+    /// How long a review holds its game against other reviews without judging a move
+    /// (`--chess-review-claim-s`): past that it is taken for cut off, and a sweep may redo it.
+    pub review_claim: std::time::Duration,
 }
 
 impl Default for ChessSettings {
@@ -64,9 +67,16 @@ impl Default for ChessSettings {
             uses_ratings: true,
             searches: Arc::new(tokio::sync::Semaphore::new(DEFAULT_SEARCHES)),
             reviews: Arc::default(),
+            review_claim: DEFAULT_REVIEW_CLAIM,
         }
     }
 }
+
+/// A review's claim on its game when no flag says otherwise: judging one move takes two
+/// Stockfish searches, or one answer of the LLM judge, well under this even on a busy machine.
+pub const DEFAULT_REVIEW_CLAIM: std::time::Duration = std::time::Duration::from_secs(300);
+/// How often a server looks for reviews nobody is doing, when no flag says otherwise.
+pub const DEFAULT_REVIEW_SWEEP: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Concurrent searches when no flag says otherwise.
 pub const DEFAULT_SEARCHES: usize = 4;

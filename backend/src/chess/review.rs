@@ -1,6 +1,8 @@
 //! After a game: the reward model judges each agent move, and later the policy learns from the
 //! judged games (REINFORCE on its feature weights, `lachesis_chess::learn`).
 
+use std::time::Duration;
+
 use lachesis_chess::judge::{self, JUDGE_DEPTH};
 use lachesis_chess::learn::{self, Credit, LearnSettings};
 use lachesis_chess::oracle::{self, OracleSettings};
@@ -8,7 +10,9 @@ use lachesis_chess::shakmaty::Chess;
 use lachesis_chess::{features::FEATURE_COUNT, selfplay};
 use lachesis_inference::ChatMessage;
 use lachesis_shared::chess::rules;
-use lachesis_shared::chess::{MoveReward, Side};
+use lachesis_shared::chess::{GameOutcome, MoveReward, Side};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use super::ChessJudge;
 use super::store::{self, GameRow};
@@ -19,16 +23,20 @@ use crate::policy::PolicyRequest;
 /// How much the result (+1 win, −1 loss) adds to a game's return beside its move rewards.
 const RESULT_IN_RETURN: f64 = 1.0;
 
-/// Attempts at one review before it is left for the server's next start ([`resume_reviews`]).
+/// Attempts at one review before it is left for the next sweep ([`spawn_sweep`]).
 const REVIEW_ATTEMPTS: u32 = 3;
 
 /// Reviews game `id` in the background, then tells its watchers (the `ChessGame` event with
 /// `reviewed`). A failure (the database or every engine unreachable) is retried after the
-/// server's restart backoff; a review cut off by the server stopping is resumed when it starts
-/// again.
+/// server's restart backoff; a review that gives up, or is cut off by its server stopping, is
+/// taken up by a sweep. Nothing happens when the game's review is already queued here.
 pub fn spawn(state: &AppState, id: i64) {
+    let Some(queued) = state.chess.reviews.queue(id) else {
+        return;
+    };
     let state = state.clone();
     tokio::spawn(async move {
+        let _queued = queued;
         for attempt in 1..=REVIEW_ATTEMPTS {
             match review_and_announce(&state, id).await {
                 Ok(()) => return,
@@ -40,13 +48,14 @@ pub fn spawn(state: &AppState, id: i64) {
         }
         tracing::error!(
             game = id,
-            "a chess review gave up; it runs again when the server next starts"
+            "a chess review gave up; the next sweep tries it again"
         );
     });
 }
 
-/// Starts the review of every finished game left without one (by a server that stopped while
-/// reviewing, or a review that gave up). Returns how many were started.
+/// Starts the review of every finished game left without one and not claimed by a review in
+/// progress (a server that stopped while reviewing, a review that gave up). Returns how many
+/// were started.
 pub async fn resume_reviews(state: &AppState) -> Result<usize, AppError> {
     let mut conn = state.db.acquire().await?;
     let ids = store::unreviewed_games(&mut conn).await?;
@@ -55,6 +64,43 @@ pub async fn resume_reviews(state: &AppState) -> Result<usize, AppError> {
         spawn(state, id);
     }
     Ok(ids.len())
+}
+
+/// Every `every` until `shutdown`, resumes the reviews nobody is doing (see [`resume_reviews`]),
+/// supervised. A failed sweep is logged and the next one tries again.
+pub fn spawn_sweep(
+    state: &AppState,
+    every: Duration,
+    shutdown: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    let state = state.clone();
+    state
+        .tasks
+        .clone()
+        .spawn("chess-review-sweep", shutdown.clone(), move || {
+            sweep(state.clone(), every, shutdown.clone())
+        })
+}
+
+async fn sweep(
+    state: AppState,
+    every: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    // The server's start has just resumed what was left.
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return Ok(()),
+        }
+        match resume_reviews(&state).await {
+            Ok(0) => {}
+            Ok(games) => tracing::info!(games, "chess reviews resumed by the sweep"),
+            Err(e) => tracing::warn!(error = %e, "the chess review sweep failed"),
+        }
+    }
 }
 
 async fn review_and_announce(state: &AppState, id: i64) -> Result<(), AppError> {
@@ -66,8 +112,8 @@ async fn review_and_announce(state: &AppState, id: i64) -> Result<(), AppError> 
 
 /// Judges every agent move of a finished game and stores the verdicts and the game's return;
 /// returns the ended game as it was read (its moves and outcome no longer change). `None` when
-/// there was nothing to do: the game is live, or another review stored first (two requests that
-/// saw the same ending, or two servers resuming the same review).
+/// there was nothing to do: the game is live, reviewed, or its review claimed by another (a
+/// request that saw the same ending, another server).
 async fn review(state: &AppState, id: i64) -> Result<Option<GameRow>, AppError> {
     let mut conn = state.db.acquire().await?;
     let Some(game) = store::game(&mut conn, id, false).await? else {
@@ -82,14 +128,32 @@ async fn review(state: &AppState, id: i64) -> Result<Option<GameRow>, AppError> 
         .reviews
         .enter((game.owner_user, game.owner_team))
         .await;
+    let lease = state.chess.review_claim;
     let mut conn = state.db.acquire().await?;
-    // A request that finished the same game may have reviewed it while this one waited.
-    if store::game(&mut conn, id, false)
-        .await?
-        .is_some_and(|g| g.game_return.is_some())
-    {
+    // Claimed only once in the lane: a claim lapses while its review waits there.
+    if !store::claim_review(&mut conn, id, lease).await? {
         return Ok(None);
     }
+    drop(conn);
+    let judged = judge_and_store(state, &game, &outcome).await;
+    if judged.is_err() {
+        // Let the retry, or another server, take it at once instead of after the claim lapses.
+        if let Ok(mut conn) = state.db.acquire().await {
+            let _ = store::release_review_claim(&mut conn, id).await;
+        }
+    }
+    Ok(judged?.then_some(game))
+}
+
+/// The review of a claimed game; `false` when another review stored first.
+async fn judge_and_store(
+    state: &AppState,
+    game: &GameRow,
+    outcome: &GameOutcome,
+) -> Result<bool, AppError> {
+    let id = game.id;
+    let lease = state.chess.review_claim;
+    let mut conn = state.db.acquire().await?;
     let moves = store::moves(&mut conn, id).await?;
     drop(conn);
     // The position before each agent move.
@@ -106,13 +170,16 @@ async fn review(state: &AppState, id: i64) -> Result<Option<GameRow>, AppError> 
         let pos = rules::parse_fen(&fen).map_err(|e| AppError::Internal(e.to_string()))?;
         let m = rules::parse_uci(&pos, &uci).map_err(|e| AppError::Internal(e.to_string()))?;
         rewards.push((ply, judge_move(state, pos, m).await?));
+        // A long review keeps its claim for as long as it makes progress.
+        let mut conn = state.db.acquire().await?;
+        store::renew_review_claim(&mut conn, id, lease).await?;
     }
-    let result = selfplay::result_for(&outcome, game.agent_side);
+    let result = selfplay::result_for(outcome, game.agent_side);
     let game_return = rewards.iter().map(|(_, r)| r.total).sum::<f64>() + RESULT_IN_RETURN * result;
     let mut tx = state.db.begin().await?;
     let stored = store::store_review(&mut tx, id, &rewards, game_return).await?;
     tx.commit().await?;
-    Ok(stored.then_some(game))
+    Ok(stored)
 }
 
 async fn judge_move(

@@ -7,6 +7,7 @@ use lachesis_shared::chess::{
     GameEnd, GameOutcome, GameSummary, GameView, MoveRecord, MoveReward, Side,
 };
 use sqlx::{PgConnection, PgPool};
+use std::time::Duration;
 
 /// What can go wrong below the chess handlers.
 #[derive(Debug, thiserror::Error)]
@@ -358,7 +359,8 @@ pub async fn store_review(
     game_return: f64,
 ) -> Result<bool, StoreError> {
     let first = sqlx::query!(
-        "UPDATE chess_games SET game_return = $2 WHERE id = $1 AND game_return IS NULL",
+        "UPDATE chess_games SET game_return = $2, review_claimed_until = NULL
+         WHERE id = $1 AND game_return IS NULL",
         game,
         game_return
     )
@@ -385,10 +387,58 @@ pub async fn store_review(
 /// Finished games without a review, oldest first.
 pub async fn unreviewed_games(conn: &mut PgConnection) -> Result<Vec<i64>, StoreError> {
     Ok(sqlx::query_scalar!(
-        "SELECT id FROM chess_games WHERE result IS NOT NULL AND game_return IS NULL ORDER BY id"
+        "SELECT id FROM chess_games WHERE result IS NOT NULL AND game_return IS NULL
+         AND (review_claimed_until IS NULL OR review_claimed_until < now()) ORDER BY id"
     )
     .fetch_all(&mut *conn)
     .await?)
+}
+
+/// Claims game `id`'s review for `lease`: `false` when the game is live, already reviewed, or
+/// claimed by a review whose claim has not lapsed (on this server or another).
+pub async fn claim_review(
+    conn: &mut PgConnection,
+    id: i64,
+    lease: Duration,
+) -> Result<bool, StoreError> {
+    let claimed = sqlx::query!(
+        "UPDATE chess_games SET review_claimed_until = now() + make_interval(secs => $2)
+         WHERE id = $1 AND result IS NOT NULL AND game_return IS NULL
+         AND (review_claimed_until IS NULL OR review_claimed_until < now())",
+        id,
+        lease.as_secs_f64()
+    )
+    .execute(&mut *conn)
+    .await?;
+    Ok(claimed.rows_affected() == 1)
+}
+
+/// Keeps a claimed review's game for `lease` from now.
+pub async fn renew_review_claim(
+    conn: &mut PgConnection,
+    id: i64,
+    lease: Duration,
+) -> Result<(), StoreError> {
+    sqlx::query!(
+        "UPDATE chess_games SET review_claimed_until = now() + make_interval(secs => $2)
+         WHERE id = $1 AND game_return IS NULL",
+        id,
+        lease.as_secs_f64()
+    )
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Gives up a review's claim, so that a retry or another server may take the game at once.
+pub async fn release_review_claim(conn: &mut PgConnection, id: i64) -> Result<(), StoreError> {
+    sqlx::query!(
+        "UPDATE chess_games SET review_claimed_until = NULL WHERE id = $1",
+        id
+    )
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
 }
 
 /// Rates an agent move; `false` when there is no agent move at that ply.

@@ -52,6 +52,13 @@ pub struct HostingArgs {
     /// wait, other owners' do not.
     #[arg(long, env = "LACHESIS_CHESS_REVIEWS_PER_OWNER")]
     pub chess_reviews_per_owner: Option<usize>,
+    /// Seconds a chess review may go without judging a move before its game is taken for
+    /// abandoned (its server stopped) and another review may take it.
+    #[arg(long, env = "LACHESIS_CHESS_REVIEW_CLAIM_S")]
+    pub chess_review_claim_s: Option<u64>,
+    /// Seconds between looks for finished chess games that nobody is reviewing.
+    #[arg(long, env = "LACHESIS_CHESS_REVIEW_SWEEP_S")]
+    pub chess_review_sweep_s: Option<u64>,
     /// Seconds a hosted environment's trainer may stop taking groups before the environment's
     /// showcase may run again for its viewers.
     #[arg(long, env = "LACHESIS_TRAINER_IDLE_S")]
@@ -83,6 +90,8 @@ pub struct Hosting {
     pub ws_per_address: usize,
     pub chess_searches: usize,
     pub chess_reviews_per_owner: usize,
+    pub chess_review_claim: Duration,
+    pub chess_review_sweep: Duration,
     pub trainer_idle: Duration,
     pub request_timeout: Duration,
     pub evaluations_at_once: usize,
@@ -103,6 +112,8 @@ impl Default for Hosting {
             ws_per_address: 32,
             chess_searches: crate::chess::DEFAULT_SEARCHES,
             chess_reviews_per_owner: crate::chess::lanes::DEFAULT_REVIEWS_PER_OWNER,
+            chess_review_claim: crate::chess::DEFAULT_REVIEW_CLAIM,
+            chess_review_sweep: crate::chess::DEFAULT_REVIEW_SWEEP,
             trainer_idle: crate::envs::runner::DEFAULT_DETACH_AFTER,
             request_timeout: Duration::from_secs(300),
             // One evaluation keeps the embedded model busy; two would halve everyone's speed.
@@ -180,6 +191,16 @@ impl Hosting {
                 args.chess_reviews_per_owner.map(|v| v as i64),
                 d.chess_reviews_per_owner as i64,
             )? as usize,
+            chess_review_claim: seconds(
+                "--chess-review-claim-s",
+                args.chess_review_claim_s,
+                d.chess_review_claim,
+            )?,
+            chess_review_sweep: seconds(
+                "--chess-review-sweep-s",
+                args.chess_review_sweep_s,
+                d.chess_review_sweep,
+            )?,
             trainer_idle: seconds("--trainer-idle-s", args.trainer_idle_s, d.trainer_idle)?,
             request_timeout: seconds(
                 "--request-timeout-s",
@@ -282,6 +303,35 @@ mod tests {
             ..HostingArgs::default()
         };
         assert!(Hosting::resolve(&none).is_err());
+    }
+
+    #[test]
+    fn chess_review_claims_and_sweeps_have_defaults_and_flags() {
+        let d = Hosting::resolve(&HostingArgs::default()).unwrap();
+        assert_eq!(d.chess_review_claim, Duration::from_secs(300));
+        assert_eq!(d.chess_review_sweep, Duration::from_secs(60));
+        let given = HostingArgs {
+            chess_review_claim_s: Some(30),
+            chess_review_sweep_s: Some(5),
+            ..HostingArgs::default()
+        };
+        let h = Hosting::resolve(&given).unwrap();
+        assert_eq!(
+            (h.chess_review_claim, h.chess_review_sweep),
+            (Duration::from_secs(30), Duration::from_secs(5))
+        );
+        for zero in [
+            HostingArgs {
+                chess_review_claim_s: Some(0),
+                ..HostingArgs::default()
+            },
+            HostingArgs {
+                chess_review_sweep_s: Some(0),
+                ..HostingArgs::default()
+            },
+        ] {
+            assert!(Hosting::resolve(&zero).is_err());
+        }
     }
 
     #[test]
