@@ -123,7 +123,6 @@ impl AppState {
                 reviews: Arc::new(crate::chess::lanes::ReviewLanes::new(
                     config.hosting.chess_reviews_per_owner,
                 )),
-                review_claim: config.hosting.chess_review_claim,
             }),
             auth: Arc::new(crate::auth::AuthSettings::new(
                 config.auth,

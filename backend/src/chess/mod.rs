@@ -54,9 +54,6 @@ pub struct ChessSettings {
     pub searches: Arc<tokio::sync::Semaphore>,
     /// Finished games' reviews, queued per owner (`--chess-reviews-per-owner`).
     pub reviews: Arc<lanes::ReviewLanes>,
-    /// How long a review holds its game against other reviews without judging a move
-    /// (`--chess-review-claim-s`): past that it is taken for cut off, and a sweep may redo it.
-    pub review_claim: std::time::Duration,
 }
 
 impl Default for ChessSettings {
@@ -67,7 +64,6 @@ impl Default for ChessSettings {
             uses_ratings: true,
             searches: Arc::new(tokio::sync::Semaphore::new(DEFAULT_SEARCHES)),
             reviews: Arc::default(),
-            review_claim: DEFAULT_REVIEW_CLAIM,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! After a game: the reward model judges each agent move, and later the policy learns from the
 //! judged games (REINFORCE on its feature weights, `lachesis_chess::learn`).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use lachesis_chess::judge::{self, JUDGE_DEPTH};
 use lachesis_chess::learn::{self, Credit, LearnSettings};
@@ -73,12 +73,11 @@ pub fn spawn_sweep(
     every: Duration,
     shutdown: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
-    let state = state.clone();
+    let swept = state.clone();
     state
         .tasks
-        .clone()
         .spawn("chess-review-sweep", shutdown.clone(), move || {
-            sweep(state.clone(), every, shutdown.clone())
+            sweep(swept.clone(), every, shutdown.clone())
         })
 }
 
@@ -128,7 +127,7 @@ async fn review(state: &AppState, id: i64) -> Result<Option<GameRow>, AppError> 
         .reviews
         .enter((game.owner_user, game.owner_team))
         .await;
-    let lease = state.chess.review_claim;
+    let lease = state.hosting.chess_review_claim;
     let mut conn = state.db.acquire().await?;
     // Claimed only once in the lane: a claim lapses while its review waits there.
     if !store::claim_review(&mut conn, id, lease).await? {
@@ -152,7 +151,7 @@ async fn judge_and_store(
     outcome: &GameOutcome,
 ) -> Result<bool, AppError> {
     let id = game.id;
-    let lease = state.chess.review_claim;
+    let lease = state.hosting.chess_review_claim;
     let mut conn = state.db.acquire().await?;
     let moves = store::moves(&mut conn, id).await?;
     drop(conn);
@@ -166,13 +165,19 @@ async fn judge_and_store(
         before = stored.record.fen_after.clone();
     }
     let mut rewards = Vec::with_capacity(to_judge.len());
+    let mut renewed = Instant::now();
     for (ply, fen, uci) in to_judge {
         let pos = rules::parse_fen(&fen).map_err(|e| AppError::Internal(e.to_string()))?;
         let m = rules::parse_uci(&pos, &uci).map_err(|e| AppError::Internal(e.to_string()))?;
         rewards.push((ply, judge_move(state, pos, m).await?));
-        // A long review keeps its claim for as long as it makes progress.
-        let mut conn = state.db.acquire().await?;
-        store::renew_review_claim(&mut conn, id, lease).await?;
+        // A long review keeps its claim for as long as it makes progress. Renewed once a third
+        // of it has passed, not at every move: most reviews end within seconds and write no
+        // renewal at all.
+        if renewed.elapsed() >= lease / 3 {
+            let mut conn = state.db.acquire().await?;
+            store::renew_review_claim(&mut conn, id, lease).await?;
+            renewed = Instant::now();
+        }
     }
     let result = selfplay::result_for(outcome, game.agent_side);
     let game_return = rewards.iter().map(|(_, r)| r.total).sum::<f64>() + RESULT_IN_RETURN * result;

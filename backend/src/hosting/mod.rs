@@ -52,8 +52,9 @@ pub struct HostingArgs {
     /// wait, other owners' do not.
     #[arg(long, env = "LACHESIS_CHESS_REVIEWS_PER_OWNER")]
     pub chess_reviews_per_owner: Option<usize>,
-    /// Seconds a chess review may go without judging a move before its game is taken for
-    /// abandoned (its server stopped) and another review may take it.
+    /// Seconds a chess review's claim on its game lasts; a review renews it after a judged move
+    /// once a third has passed. A lapsed claim's game is taken for abandoned (its server
+    /// stopped), and another review may take it.
     #[arg(long, env = "LACHESIS_CHESS_REVIEW_CLAIM_S")]
     pub chess_review_claim_s: Option<u64>,
     /// Seconds between looks for finished chess games that nobody is reviewing.
