@@ -83,6 +83,7 @@ pub struct TestApp {
     pub client: reqwest::Client,
     pub database_url: String,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    served: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }
 
 impl TestApp {
@@ -97,7 +98,7 @@ impl TestApp {
             .expect("build the server");
         let base = format!("http://{}", server.local_addr());
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(server.run_until(async move {
+        let served = tokio::spawn(server.run_until(async move {
             let _ = rx.await;
         }));
         Self {
@@ -105,6 +106,21 @@ impl TestApp {
             client: client(),
             database_url: config.database_url,
             shutdown: Some(tx),
+            served: Some(served),
+        }
+    }
+
+    /// Stops the server as a signal does and waits until it has drained (dropping a `TestApp`
+    /// only signals).
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(served) = self.served.take() {
+            served
+                .await
+                .expect("the server's task")
+                .expect("the server drained");
         }
     }
 

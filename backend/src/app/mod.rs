@@ -476,6 +476,14 @@ impl Server {
         let _ = tokio::time::timeout_at(deadline.tasks, bridge).await;
         let _ = tokio::time::timeout_at(deadline.tasks, sampler).await;
         let _ = tokio::time::timeout_at(deadline.tasks, review_sweep).await;
+        // After the sweep, which would otherwise start reviews again with the claims given back.
+        match tokio::time::timeout_at(deadline.end, crate::chess::release_claims(&self.state)).await
+        {
+            Ok(Ok(0)) => {}
+            Ok(Ok(games)) => tracing::info!(games, "chess reviews cut off by the stop given back"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "giving back chess review claims"),
+            Err(_) => tracing::warn!("giving back chess review claims ran out of time"),
+        }
         if let Some(watch) = owner_watch {
             watch.abort();
         }

@@ -8,6 +8,7 @@
 //! those still waiting in their lane too, and must not queue them again.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -25,6 +26,12 @@ pub struct ReviewLanes {
     lanes: Mutex<HashMap<Owner, Arc<Semaphore>>>,
     /// Games whose review is queued or running on this server.
     queued: Arc<Mutex<HashSet<i64>>>,
+    /// What this server's reviews write as their claims' holder (random per server): only the
+    /// holder renews, releases or stores a claimed game.
+    holder: i64,
+    /// Set when the server stops: no review takes a claim after that, so none is left held by a
+    /// server that is gone.
+    closed: AtomicBool,
 }
 
 /// Game `id`'s review counted as queued on this server until this drops.
@@ -53,7 +60,23 @@ impl ReviewLanes {
             per_owner: per_owner.max(1),
             lanes: Mutex::default(),
             queued: Arc::default(),
+            holder: rand::random(),
+            closed: AtomicBool::new(false),
         }
+    }
+
+    /// No review of this server claims a game from now on (the server is stopping).
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// This server's claim holder (see [`crate::chess::store::claim_review`]).
+    pub fn holder(&self) -> i64 {
+        self.holder
     }
 
     /// Counts game `id`'s review as queued on this server, or `None` when it already is.

@@ -27,7 +27,7 @@ use crate::app::AppError;
 use crate::app::AppState;
 use crate::auth::Viewer;
 use crate::policy::Policy;
-pub use review::{learn_pending, resume_reviews, spawn_sweep};
+pub use review::{learn_pending, release_claims, resume_reviews, spawn_sweep};
 use store::GameRow;
 
 /// Who judges finished games.

@@ -102,6 +102,15 @@ async fn sweep(
     }
 }
 
+/// Gives back every review claim this server holds, at a graceful stop: the reviews it cut off
+/// are taken up by the next server to start, or by another's sweep, at once instead of after their
+/// claims lapse. A review still running here can no longer store.
+pub async fn release_claims(state: &AppState) -> Result<u64, AppError> {
+    state.chess.reviews.close();
+    let mut conn = state.db.acquire().await?;
+    Ok(store::release_review_claims(&mut conn, state.chess.reviews.holder()).await?)
+}
+
 async fn review_and_announce(state: &AppState, id: i64) -> Result<(), AppError> {
     match review(state, id).await? {
         Some(game) => super::publish_game(state, &game, true).await,
@@ -128,9 +137,12 @@ async fn review(state: &AppState, id: i64) -> Result<Option<GameRow>, AppError> 
         .enter((game.owner_user, game.owner_team))
         .await;
     let lease = state.hosting.chess_review_claim;
+    let holder = state.chess.reviews.holder();
     let mut conn = state.db.acquire().await?;
-    // Claimed only once in the lane: a claim lapses while its review waits there.
-    if !store::claim_review(&mut conn, id, lease).await? {
+    // Claimed only once in the lane: a claim lapses while its review waits there. A stopping
+    // server has given its claims back and takes no more.
+    if state.chess.reviews.is_closed() || !store::claim_review(&mut conn, id, holder, lease).await?
+    {
         return Ok(None);
     }
     drop(conn);
@@ -138,13 +150,14 @@ async fn review(state: &AppState, id: i64) -> Result<Option<GameRow>, AppError> 
     if judged.is_err() {
         // Let the retry, or another server, take it at once instead of after the claim lapses.
         if let Ok(mut conn) = state.db.acquire().await {
-            let _ = store::release_review_claim(&mut conn, id).await;
+            let _ = store::release_review_claim(&mut conn, id, holder).await;
         }
     }
     Ok(judged?.then_some(game))
 }
 
-/// The review of a claimed game; `false` when another review stored first.
+/// The review of a claimed game; `false` when the claim was lost before it was stored (given back
+/// by a stop, or lapsed and taken by another review, which stores instead).
 async fn judge_and_store(
     state: &AppState,
     game: &GameRow,
@@ -152,6 +165,7 @@ async fn judge_and_store(
 ) -> Result<bool, AppError> {
     let id = game.id;
     let lease = state.hosting.chess_review_claim;
+    let holder = state.chess.reviews.holder();
     let mut conn = state.db.acquire().await?;
     let moves = store::moves(&mut conn, id).await?;
     drop(conn);
@@ -175,14 +189,16 @@ async fn judge_and_store(
         // renewal at all.
         if renewed.elapsed() >= lease / 3 {
             let mut conn = state.db.acquire().await?;
-            store::renew_review_claim(&mut conn, id, lease).await?;
+            if !store::renew_review_claim(&mut conn, id, holder, lease).await? {
+                return Ok(false);
+            }
             renewed = Instant::now();
         }
     }
     let result = selfplay::result_for(outcome, game.agent_side);
     let game_return = rewards.iter().map(|(_, r)| r.total).sum::<f64>() + RESULT_IN_RETURN * result;
     let mut tx = state.db.begin().await?;
-    let stored = store::store_review(&mut tx, id, &rewards, game_return).await?;
+    let stored = store::store_review(&mut tx, id, holder, &rewards, game_return).await?;
     tx.commit().await?;
     Ok(stored)
 }

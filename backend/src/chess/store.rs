@@ -350,18 +350,23 @@ pub async fn end_game(
     }
 }
 
-/// Stores a game's review: its return and each agent move's verdict. `false`, and nothing
-/// written, when the game already has one (a game is reviewed once, and learned from as such).
+/// Stores a game's review: its return and each agent move's verdict, and lets go of its claim.
+/// `false`, and nothing written, when the game already has one (a game is reviewed once, and
+/// learned from as such) or `holder` no longer holds its claim (given back at a stop, or lapsed
+/// and taken by another review).
 pub async fn store_review(
     conn: &mut PgConnection,
     game: i64,
+    holder: i64,
     rewards: &[(u32, MoveReward)],
     game_return: f64,
 ) -> Result<bool, StoreError> {
     let first = sqlx::query!(
-        "UPDATE chess_games SET game_return = $2, review_claimed_until = NULL
-         WHERE id = $1 AND game_return IS NULL",
+        "UPDATE chess_games SET game_return = $3, review_claimed_until = NULL,
+         review_claimed_by = NULL
+         WHERE id = $1 AND game_return IS NULL AND review_claimed_by = $2",
         game,
+        holder,
         game_return
     )
     .execute(&mut *conn)
@@ -394,18 +399,22 @@ pub async fn unreviewed_games(conn: &mut PgConnection) -> Result<Vec<i64>, Store
     .await?)
 }
 
-/// Claims game `id`'s review for `lease`: `false` when the game is live, already reviewed, or
-/// claimed by a review whose claim has not lapsed (on this server or another).
+/// Claims game `id`'s review for `lease` on behalf of `holder` (one per server): `false` when
+/// the game is live, already reviewed, or claimed by a review whose claim has not lapsed (on this
+/// server or another).
 pub async fn claim_review(
     conn: &mut PgConnection,
     id: i64,
+    holder: i64,
     lease: Duration,
 ) -> Result<bool, StoreError> {
     let claimed = sqlx::query!(
-        "UPDATE chess_games SET review_claimed_until = now() + make_interval(secs => $2)
+        "UPDATE chess_games SET review_claimed_until = now() + make_interval(secs => $3),
+         review_claimed_by = $2
          WHERE id = $1 AND result IS NOT NULL AND game_return IS NULL
          AND (review_claimed_until IS NULL OR review_claimed_until < now())",
         id,
+        holder,
         lease.as_secs_f64()
     )
     .execute(&mut *conn)
@@ -413,32 +422,56 @@ pub async fn claim_review(
     Ok(claimed.rows_affected() == 1)
 }
 
-/// Keeps a claimed review's game for `lease` from now.
+/// Keeps `holder`'s claim on game `id` for `lease` from now: `false` when it no longer holds it.
 pub async fn renew_review_claim(
     conn: &mut PgConnection,
     id: i64,
+    holder: i64,
     lease: Duration,
+) -> Result<bool, StoreError> {
+    let renewed = sqlx::query!(
+        "UPDATE chess_games SET review_claimed_until = now() + make_interval(secs => $3)
+         WHERE id = $1 AND game_return IS NULL AND review_claimed_by = $2",
+        id,
+        holder,
+        lease.as_secs_f64()
+    )
+    .execute(&mut *conn)
+    .await?;
+    Ok(renewed.rows_affected() == 1)
+}
+
+/// Gives up `holder`'s claim on game `id`, so that a retry or another server may take the game at
+/// once. A claim `holder` no longer holds is left alone.
+pub async fn release_review_claim(
+    conn: &mut PgConnection,
+    id: i64,
+    holder: i64,
 ) -> Result<(), StoreError> {
     sqlx::query!(
-        "UPDATE chess_games SET review_claimed_until = now() + make_interval(secs => $2)
-         WHERE id = $1 AND game_return IS NULL",
+        "UPDATE chess_games SET review_claimed_until = NULL, review_claimed_by = NULL
+         WHERE id = $1 AND review_claimed_by = $2",
         id,
-        lease.as_secs_f64()
+        holder
     )
     .execute(&mut *conn)
     .await?;
     Ok(())
 }
 
-/// Gives up a review's claim, so that a retry or another server may take the game at once.
-pub async fn release_review_claim(conn: &mut PgConnection, id: i64) -> Result<(), StoreError> {
-    sqlx::query!(
-        "UPDATE chess_games SET review_claimed_until = NULL WHERE id = $1",
-        id
+/// Gives up every claim `holder` holds (a server stopping); returns how many.
+pub async fn release_review_claims(
+    conn: &mut PgConnection,
+    holder: i64,
+) -> Result<u64, StoreError> {
+    let released = sqlx::query!(
+        "UPDATE chess_games SET review_claimed_until = NULL, review_claimed_by = NULL
+         WHERE review_claimed_by = $1",
+        holder
     )
     .execute(&mut *conn)
     .await?;
-    Ok(())
+    Ok(released.rows_affected())
 }
 
 /// Rates an agent move; `false` when there is no agent move at that ply.
