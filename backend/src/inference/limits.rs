@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use anyhow::bail;
-use lachesis_inference::{EngineOptions, MAX_CHOICES};
+use lachesis_inference::{EngineOptions, MAX_CHOICES, Precision};
 
 use super::quota::{CallerKey, CallerQuotas};
 use crate::hosting::slots::Slots;
@@ -64,6 +64,34 @@ pub struct InferenceLimitArgs {
     /// [default: f32].
     #[arg(long, env = "LACHESIS_INFERENCE_TRAINED_PRECISION", value_enum)]
     pub inference_trained_precision: Option<TrainedPrecision>,
+    /// How the model given with `--model` is held [default: quantized].
+    #[arg(long, env = "LACHESIS_INFERENCE_BASE_PRECISION", value_enum)]
+    pub inference_base_precision: Option<BasePrecision>,
+}
+
+/// How the server's own model (`--model`) is held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BasePrecision {
+    /// Fast on a CPU: a GGUF's types without a fast kernel re-quantized to Q8_0 (SmolLM2's Q4_1
+    /// among them), activations quantized too; about 0.07 nats a token from the model's dense
+    /// logprobs on SmolLM2.
+    Quantized,
+    /// As the file holds them, with the file's own quantization.
+    Stored,
+    /// Dense f32, dequantized once (SmolLM2-135M: ~540 MB, four times Q8_0, and slower): the
+    /// logprobs a trainer computes from the same file, so the importance ratios of a training
+    /// run's first rollouts carry no quantization noise.
+    F32,
+}
+
+impl From<BasePrecision> for Precision {
+    fn from(precision: BasePrecision) -> Self {
+        match precision {
+            BasePrecision::Quantized => Precision::Quantized,
+            BasePrecision::Stored => Precision::Stored,
+            BasePrecision::F32 => Precision::F32,
+        }
+    }
 }
 
 /// How weights a trainer sends are held: the base under hot-loaded LoRA adapters (loaded once,
@@ -106,6 +134,8 @@ pub struct InferenceLimits {
     pub max_weights_bytes: u64,
     /// How adapters' base and fully reloaded weights are held.
     pub trained_precision: TrainedPrecision,
+    /// How the server's own model is held.
+    pub base_precision: Precision,
     /// Whether `per_caller` applies (accounts on); set by [`InferenceLimits::for_new_server`].
     pub(super) per_caller_applies: bool,
     /// Runtime state, shared by clones; [`InferenceLimits::for_new_server`] starts it empty.
@@ -137,6 +167,7 @@ impl Default for InferenceLimits {
             max_weights_bytes: 4096 * MIB,
             // Trainers compare served logprobs with their own, so the default serves theirs.
             trained_precision: TrainedPrecision::F32,
+            base_precision: Precision::Quantized,
             per_caller_applies: false,
             quotas: Arc::default(),
             running: Arc::new(Slots::new(2)),
@@ -190,6 +221,10 @@ impl InferenceLimits {
             &mut limits.trained_precision,
             args.inference_trained_precision,
         );
+        given(
+            &mut limits.base_precision,
+            args.inference_base_precision.map(Precision::from),
+        );
         limits.check()?;
         Ok(limits)
     }
@@ -242,6 +277,7 @@ impl InferenceLimits {
         EngineOptions {
             max_active,
             queue: self.max_in_flight.saturating_sub(max_active),
+            precision: self.base_precision,
             ..defaults
         }
     }
@@ -301,6 +337,7 @@ mod tests {
         assert_eq!(limits.trained_precision, TrainedPrecision::F32);
         let engine = limits.engine_options();
         assert_eq!(engine.max_active + engine.queue, 64);
+        assert_eq!(engine.precision, Precision::Quantized);
     }
 
     #[test]
@@ -334,6 +371,8 @@ mod tests {
             "7",
             "--inference-trained-precision",
             "q8_0",
+            "--inference-base-precision",
+            "f32",
         ])
         .unwrap();
         assert_limits(&limits, [8, 100, 2, 16, 600, 50, 10, 1, 3, 5, 1000, 0, 7]);
@@ -341,6 +380,10 @@ mod tests {
         assert!(resolve(&["--inference-trained-precision", "f16"]).is_err());
         let engine = limits.engine_options();
         assert_eq!((engine.max_active, engine.queue), (1, 0));
+        assert_eq!(engine.precision, Precision::F32);
+        let stored = resolve(&["--inference-base-precision", "stored"]).unwrap();
+        assert_eq!(stored.engine_options().precision, Precision::Stored);
+        assert!(resolve(&["--inference-base-precision", "f16"]).is_err());
     }
 
     #[test]

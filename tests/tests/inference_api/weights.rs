@@ -339,6 +339,27 @@ async fn on_a_q8_0_base_a_trainers_weights_are_served_within_quantization_noise(
     let _ = std::fs::remove_dir_all(&full);
 }
 
+/// `--inference-base-precision f32`: the server's own model, before any trainer's weights reach
+/// it, is served with the logprobs the trainer computes from the same file (quantized, as by
+/// default, they are 0.07 nats a token apart: the first test above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dense_base_is_served_with_the_trainers_own_logprobs() {
+    let mut config = config_for(&fresh_database().await);
+    config.model = Some(model_path());
+    config.inference_limits.base_precision = lachesis_inference::Precision::F32;
+    let app = TestApp::spawn_with(config).await;
+    let (trainer, tokenizer) = lora_trainer();
+    let tokens = tokenizer
+        .encode("The capital of France is Paris, and the capital of Italy is Rome.")
+        .unwrap();
+    let base = trainer_logprobs(&trainer, &tokens, false);
+    let (served, version) = served_logprobs(&app, None, &tokens).await;
+    assert_eq!(version, 0, "the base as loaded");
+    let gap = mean_gap(&served, &base);
+    eprintln!("dense base: |served - trainer| {gap:.6}");
+    assert!(gap < EXACT_GAP, "{gap}");
+}
+
 pub(super) async fn call(
     app: &TestApp,
     path: &str,
