@@ -459,14 +459,16 @@ pub async fn release_review_claim(
     Ok(())
 }
 
-/// Gives up every claim `holder` holds (a server stopping); returns how many.
+/// Gives up every claim `holder` holds (a server stopping); returns how many. Only ended games
+/// without a review are ever claimed: the condition lets the query read the few of them
+/// (`chess_games_unreviewed`) instead of every game.
 pub async fn release_review_claims(
     conn: &mut PgConnection,
     holder: i64,
 ) -> Result<u64, StoreError> {
     let released = sqlx::query!(
         "UPDATE chess_games SET review_claimed_until = NULL, review_claimed_by = NULL
-         WHERE review_claimed_by = $1",
+         WHERE result IS NOT NULL AND game_return IS NULL AND review_claimed_by = $1",
         holder
     )
     .execute(&mut *conn)

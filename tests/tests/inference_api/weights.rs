@@ -119,6 +119,21 @@ fn mean_gap(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum::<f32>() / a.len() as f32
 }
 
+/// The LoRA trainer, a sentence's tokens, and the trainer's base's logprobs of them.
+fn trainer_and_sentence() -> (
+    Trainer,
+    lachesis_inference::ModelTokenizer,
+    Vec<u32>,
+    Vec<f32>,
+) {
+    let (trainer, tokenizer) = lora_trainer();
+    let tokens = tokenizer
+        .encode("The capital of France is Paris, and the capital of Italy is Rome.")
+        .unwrap();
+    let base = trainer_logprobs(&trainer, &tokens, false);
+    (trainer, tokenizer, tokens, base)
+}
+
 /// How far, in mean nats a token, served logprobs may be from the trainer's own. A trainer's
 /// weights are served in f32 (adapters beside an f32 copy of the base, full reloads as sent), so
 /// only float summation order separates them.
@@ -188,11 +203,7 @@ fn rollout_gap(trainer: &Trainer, rollout: &lachesis::policy::Rollout, adapters:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trainers_adapter_and_full_weights_reach_the_server_and_its_rollouts() {
     let app = app_with_model().await;
-    let (trainer, tokenizer) = lora_trainer();
-    let tokens = tokenizer
-        .encode("The capital of France is Paris, and the capital of Italy is Rome.")
-        .unwrap();
-    let base = trainer_logprobs(&trainer, &tokens, false);
+    let (trainer, tokenizer, tokens, base) = trainer_and_sentence();
     let (served_base, v0) = served_logprobs(&app, None, &tokens).await;
     assert_eq!(v0, 0, "the base as loaded");
     let gap = mean_gap(&served_base, &base);
@@ -302,11 +313,7 @@ async fn on_a_q8_0_base_a_trainers_weights_are_served_within_quantization_noise(
     config.model = Some(model_path());
     config.inference_limits.trained_precision = lachesis::weights::load::TrainedPrecision::Q8_0;
     let app = TestApp::spawn_with(config).await;
-    let (trainer, tokenizer) = lora_trainer();
-    let tokens = tokenizer
-        .encode("The capital of France is Paris, and the capital of Italy is Rome.")
-        .unwrap();
-    let base = trainer_logprobs(&trainer, &tokens, false);
+    let (trainer, tokenizer, tokens, base) = trainer_and_sentence();
     perturb(&trainer, 1.0);
     let dir = scratch("q8");
     let mut sync = WeightSync::VllmLora(VllmLora::new(&app.base, "policy", None));
@@ -348,11 +355,7 @@ async fn a_dense_base_is_served_with_the_trainers_own_logprobs() {
     config.model = Some(model_path());
     config.inference_limits.base_precision = lachesis_inference::Precision::F32;
     let app = TestApp::spawn_with(config).await;
-    let (trainer, tokenizer) = lora_trainer();
-    let tokens = tokenizer
-        .encode("The capital of France is Paris, and the capital of Italy is Rome.")
-        .unwrap();
-    let base = trainer_logprobs(&trainer, &tokens, false);
+    let (_, _, tokens, base) = trainer_and_sentence();
     let (served, version) = served_logprobs(&app, None, &tokens).await;
     assert_eq!(version, 0, "the base as loaded");
     let gap = mean_gap(&served, &base);
