@@ -14,16 +14,7 @@ use super::{game, post, reviewed, some_legal_move};
 
 /// One agent move each side of the person's, then the person resigns: the reviewed game.
 async fn play_and_resign(app: &TestApp) -> GameView {
-    let (status, body) = post(app, "/api/chess/games", &json!({"agent_side": "white"})).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let opened = game(body);
-    let id = opened.id.clone();
-    let reply = some_legal_move(&opened);
-    let path = format!("/api/chess/games/{id}/moves");
-    let (status, body) = post(app, &path, &json!({ "uci": reply })).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let (status, body) = post(app, &format!("/api/chess/games/{id}/resign"), &json!({})).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    let id = resign_unreviewed(app).await;
     reviewed(app, &id).await
 }
 
@@ -54,6 +45,18 @@ async fn cut_off(database_url: &str, id: &str, claimed_until: &str) {
 /// The claim holder of a server that stopped without giving its claims back (killed).
 const GONE_SERVER: i64 = 7;
 
+/// Lets game `id`'s claim lapse, as it does when its holder is gone.
+async fn lapse_claim(db: &sqlx::PgPool, id: &str) {
+    let lapsed = sqlx::query(
+        "UPDATE chess_games SET review_claimed_until = now() - interval '1 second' WHERE id = $1",
+    )
+    .bind(id.parse::<i64>().unwrap())
+    .execute(db)
+    .await
+    .unwrap();
+    assert_eq!(lapsed.rows_affected(), 1);
+}
+
 fn same_review(resumed: &GameView, judged: &GameView) {
     assert_eq!(resumed.game_return, judged.game_return);
     let verdicts = |g: &GameView| -> Vec<_> { g.moves.iter().map(|m| m.reward.clone()).collect() };
@@ -63,7 +66,7 @@ fn same_review(resumed: &GameView, judged: &GameView) {
 /// A server killed while reviewing leaves the game claimed until its claim lapses; the next
 /// server to start reviews it then, and judges it as the first did.
 #[tokio::test]
-async fn a_review_cut_off_by_a_stop_is_done_by_the_next_start() {
+async fn a_review_cut_off_by_a_killed_server_is_done_by_the_next_start() {
     let database_url = fresh_database().await;
     let first = TestApp::spawn_with(config_for(&database_url)).await;
     let judged = play_and_resign(&first).await;
@@ -92,13 +95,7 @@ async fn a_running_servers_sweep_takes_up_a_review_whose_claim_lapsed() {
     assert!(held.moves.iter().all(|m| m.reward.is_none()));
 
     let db = lachesis::db::connect(&database_url, 1).await.unwrap();
-    sqlx::query(
-        "UPDATE chess_games SET review_claimed_until = now() - interval '1 second' WHERE id = $1",
-    )
-    .bind(judged.id.parse::<i64>().unwrap())
-    .execute(&db)
-    .await
-    .unwrap();
+    lapse_claim(&db, &judged.id).await;
     same_review(&reviewed(&app, &judged.id).await, &judged);
 }
 
@@ -232,13 +229,7 @@ async fn a_review_that_lost_its_claim_stores_nothing() {
     tokio::time::sleep(Duration::from_secs(8)).await;
     assert_eq!(claim_of(&db, &id).await, (Some(GONE_SERVER), true, None));
 
-    sqlx::query(
-        "UPDATE chess_games SET review_claimed_until = now() - interval '1 second' WHERE id = $1",
-    )
-    .bind(id.parse::<i64>().unwrap())
-    .execute(&db)
-    .await
-    .unwrap();
+    lapse_claim(&db, &id).await;
     let view = reviewed(&app, &id).await;
     assert_eq!(judges(&view), ["stockfish", "stockfish"]);
     assert_eq!(claim_of(&db, &id).await.0, None);
