@@ -29,6 +29,8 @@ pub const NAMES: [&str; FEATURE_COUNT] = [
 pub const FEATURE_COUNT: usize = 14;
 /// The index of `verified_sacrifice` in [`NAMES`] and [`MoveFeatures::values`].
 pub const VERIFIED_SACRIFICE: usize = 12;
+/// The index of `offers_material`.
+pub const OFFERS_MATERIAL: usize = 13;
 
 /// A sacrifice the agent's own search rates within this of its best move is "backed": the
 /// search sees something for the material inside its horizon.

@@ -25,6 +25,7 @@ pub mod oracle;
 pub mod player;
 pub mod rating;
 pub mod rating_fit;
+pub mod sacrifice_price;
 pub mod search;
 pub mod selfplay;
 pub mod stockfish;

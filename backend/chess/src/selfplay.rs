@@ -13,9 +13,11 @@ use shakmaty::{Chess, Color, Move, Position};
 
 use crate::agent::{self, Decision, PolicyParams};
 use crate::evaluation::{self, Evaluation};
+use crate::features::OFFERS_MATERIAL;
 use crate::judge;
 use crate::learn::{self, Credit, JudgedPosition, LearnSettings, PositionCredit, StepRule};
 use crate::oracle::{self, OracleSettings, Soundness};
+pub use crate::sacrifice_price::SacrificeTarget;
 use crate::search;
 use crate::shakmaty;
 use crate::stockfish::{EngineError, EnginePool};
@@ -42,6 +44,9 @@ pub struct SelfPlayConfig {
     /// games just played (Stockfish judging only): ten games are few, and an update that sees
     /// only them can undo what the ones before it learned.
     pub replay_versions: usize,
+    /// How often the agent is held to offering material (Stockfish judging only: the shallow
+    /// judge's one-draw update has no likely moves to price); `None` leaves it to the returns.
+    pub sacrifice_target: Option<SacrificeTarget>,
 }
 
 impl Default for SelfPlayConfig {
@@ -71,6 +76,7 @@ impl Default for SelfPlayConfig {
             },
             evaluation_games: DEFAULT_EVALUATION_GAMES,
             replay_versions: DEFAULT_REPLAY_VERSIONS,
+            sacrifice_target: Some(SacrificeTarget::default()),
         }
     }
 }
@@ -259,7 +265,7 @@ pub fn run(
     let mut judged_by_version: VecDeque<Vec<JudgedPosition>> = VecDeque::new();
     while scores.len() < config.games {
         let batch = per_version.min(config.games - scores.len());
-        let played = play_version(
+        let mut played = play_version(
             &params,
             batch,
             scores.len(),
@@ -268,6 +274,10 @@ pub fn run(
             config,
             true,
         )?;
+        if let (Some(target), Some(_)) = (&config.sacrifice_target, stockfish) {
+            let price = target.price_after(played.stats.sacrifice_rate());
+            played.price_sacrifices(price);
+        }
         on_version(&played.stats);
         versions.push(played.stats);
         scores.extend(played.scores);
@@ -305,6 +315,24 @@ pub(crate) struct PlayedVersion {
     pub positions: Vec<PositionCredit>,
     /// The same positions, kept for later versions to learn from again.
     pub judged: Vec<JudgedPosition>,
+}
+
+impl PlayedVersion {
+    /// Adds `price` to the return of every likely move that offers material, in the positions
+    /// learned from now and in those kept for later versions.
+    fn price_sacrifices(&mut self, price: f64) {
+        self.stats.sacrifice_price = price;
+        for (position, judged) in self.positions.iter_mut().zip(&mut self.judged) {
+            for (credit, (features, ret)) in
+                position.candidates.iter_mut().zip(&mut judged.candidates)
+            {
+                if features[OFFERS_MATERIAL] > 0.0 {
+                    credit.2 += price;
+                    *ret += price;
+                }
+            }
+        }
+    }
 }
 
 /// `games` games of `params` against version 0, the agent White in even-numbered games (counting

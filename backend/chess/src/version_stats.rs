@@ -34,6 +34,9 @@ pub struct VersionStats {
     pub wins: usize,
     pub draws: usize,
     pub losses: usize,
+    /// What offering material added to a move's return in the update after these games (see
+    /// [`crate::selfplay::SacrificeTarget`]; negative a charge, 0 without a target).
+    pub sacrifice_price: f64,
     /// Each game's counts, in the order played; they sum to the totals above.
     pub per_game: Vec<GameCounts>,
 }
@@ -53,6 +56,7 @@ impl VersionStats {
             wins: 0,
             draws: 0,
             losses: 0,
+            sacrifice_price: 0.0,
             per_game: Vec::with_capacity(games),
         }
     }

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
+use lachesis_chess::sacrifice_price::{self, SacrificeTarget};
 use lachesis_chess::selfplay::{self, SelfPlayConfig, VersionStats};
 use lachesis_chess::stockfish::{self, EngineConfig, EnginePool, SearchLimit};
 
@@ -36,6 +37,15 @@ pub struct SelfPlayArgs {
     /// games just played (Stockfish judging only; 0 learns from the new games alone).
     #[arg(long, default_value_t = selfplay::DEFAULT_REPLAY_VERSIONS)]
     pub replay_versions: usize,
+    /// Sacrifices a move the learner is held to: a price on offering material, paid while a
+    /// version sacrifices less often and charged while it sacrifices more (Stockfish judging
+    /// only). 0 leaves the rate to the returns alone.
+    #[arg(long, default_value_t = sacrifice_price::DEFAULT_SACRIFICE_TARGET)]
+    pub sacrifice_target: f64,
+    /// What offering material adds to a move's return after a version that never sacrificed
+    /// (a sound sacrifice earns 3).
+    #[arg(long, default_value_t = sacrifice_price::DEFAULT_SACRIFICE_PRICE)]
+    pub sacrifice_price: f64,
     #[command(flatten)]
     pub engine: EngineArgs,
     /// Write the last version's parameters here (JSON), for `lachesis chess rate --policy`.
@@ -66,8 +76,32 @@ impl EngineArgs {
     }
 }
 
+impl SelfPlayArgs {
+    /// The rate the learner is held to, if any; a rate outside [0, 1] or a price that is negative
+    /// or not a number is refused.
+    fn sacrifice_target(&self) -> anyhow::Result<Option<SacrificeTarget>> {
+        if !(0.0..=1.0).contains(&self.sacrifice_target) {
+            anyhow::bail!(
+                "--sacrifice-target is sacrifices a move, from 0 to 1 (got {})",
+                self.sacrifice_target
+            );
+        }
+        if !(self.sacrifice_price.is_finite() && self.sacrifice_price >= 0.0) {
+            anyhow::bail!(
+                "--sacrifice-price must be 0 or more (got {})",
+                self.sacrifice_price
+            );
+        }
+        Ok((self.sacrifice_target > 0.0).then_some(SacrificeTarget {
+            rate: self.sacrifice_target,
+            price: self.sacrifice_price,
+        }))
+    }
+}
+
 pub(super) fn selfplay(args: SelfPlayArgs) -> anyhow::Result<()> {
     let config = SelfPlayConfig {
+        sacrifice_target: args.sacrifice_target()?,
         games: args.games,
         seed: args.seed,
         games_per_version: args.games_per_version,
@@ -84,7 +118,7 @@ pub(super) fn selfplay(args: SelfPlayArgs) -> anyhow::Result<()> {
         SelfPlayJudge::Search => None,
     };
     println!(
-        "version  games  agent moves  sacrifice rate (95%)  sound (95%)  loss cp  aggression  reward   W/D/L"
+        "version  games  agent moves  sacrifice rate (95%)  sound (95%)  loss cp  aggression  reward  price   W/D/L"
     );
     let report = selfplay::run(&config, pool.as_ref(), |v| print_row(v, ""))?;
     if let Some(evaluation) = &report.evaluation {
@@ -118,7 +152,7 @@ pub(super) fn selfplay(args: SelfPlayArgs) -> anyhow::Result<()> {
 /// One version's row of the table; `label` marks the rows measured after learning.
 fn print_row(v: &VersionStats, label: &str) {
     println!(
-        "{:>7}  {:>5}  {:>11}  {:>20}  {:>11}  {:>7.0}  {:>10.2}  {:>6.3}   {}/{}/{}{label}",
+        "{:>7}  {:>5}  {:>11}  {:>20}  {:>11}  {:>7.0}  {:>10.2}  {:>6.3}  {:>5.2}   {}/{}/{}{label}",
         v.version,
         v.games,
         v.agent_moves,
@@ -127,8 +161,54 @@ fn print_row(v: &VersionStats, label: &str) {
         v.mean_loss_cp,
         v.mean_aggression,
         v.mean_reward,
+        v.sacrifice_price,
         v.wins,
         v.draws,
         v.losses
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct SelfPlay {
+        #[command(flatten)]
+        args: SelfPlayArgs,
+    }
+
+    fn target(flags: &[&str]) -> anyhow::Result<Option<SacrificeTarget>> {
+        let flags = std::iter::once("selfplay").chain(flags.iter().copied());
+        SelfPlay::try_parse_from(flags)
+            .unwrap()
+            .args
+            .sacrifice_target()
+    }
+
+    #[test]
+    fn the_sacrifice_target_has_a_default_a_flag_and_bounds() {
+        assert_eq!(target(&[]).unwrap(), Some(SacrificeTarget::default()));
+        assert_eq!(
+            target(&["--sacrifice-target", "0.3", "--sacrifice-price", "2"]).unwrap(),
+            Some(SacrificeTarget {
+                rate: 0.3,
+                price: 2.0
+            })
+        );
+        assert_eq!(target(&["--sacrifice-target", "0"]).unwrap(), None);
+        for (flag, value) in [
+            ("--sacrifice-target", "1.5"),
+            ("--sacrifice-target", "-0.1"),
+            ("--sacrifice-price", "-1"),
+            ("--sacrifice-price", "NaN"),
+        ] {
+            let refused = target(&[&format!("{flag}={value}")])
+                .unwrap_err()
+                .to_string();
+            assert!(refused.contains(flag), "{refused}");
+        }
+    }
 }
