@@ -143,21 +143,29 @@ fn with_stockfish_fifty_games_make_sacrifices_sounder_without_losing_to_version_
     );
 }
 
-/// Four short games, two a version, judged by a shallow Stockfish: once learning from the new
-/// games alone, once also from the earlier version's.
+/// Four short games, two a version, no evaluation, judged by `pool`, with `config`'s learning.
+fn four_short_games(pool: &EnginePool, config: SelfPlayConfig) -> SelfPlayReport {
+    let config = SelfPlayConfig {
+        games: 4,
+        games_per_version: 2,
+        max_plies: 40,
+        evaluation_games: 0,
+        ..config
+    };
+    run(&config, Some(pool), |_| {}).unwrap()
+}
+
+/// Judged by a shallow Stockfish: once learning from the new games alone, once also from the
+/// earlier version's.
 #[test]
 fn an_update_replays_only_earlier_versions_positions() {
     let pool = stockfish_at_depth(4);
     let run_with = |replay_versions: usize| {
         let config = SelfPlayConfig {
-            games: 4,
-            games_per_version: 2,
-            max_plies: 40,
-            evaluation_games: 0,
             replay_versions,
             ..SelfPlayConfig::default()
         };
-        run(&config, Some(&pool), |_| {}).unwrap()
+        four_short_games(&pool, config)
     };
     let (fresh, replaying) = (run_with(0), run_with(1));
     // The first update has no earlier version to replay, so version 1 is the same policy and
@@ -200,20 +208,16 @@ fn the_sacrifice_price_goes_to_the_likely_moves_that_offer_material_alone() {
     assert_eq!(played.stats.sacrifice_price, 0.75);
 }
 
-/// Four short games, two a version, judged by a shallow Stockfish, with and without a target.
+/// Judged by a shallow Stockfish, with and without a target.
 #[test]
 fn a_sacrifice_target_prices_each_update_by_the_versions_rate() {
     let pool = stockfish_at_depth(4);
     let run_with = |sacrifice_target: Option<SacrificeTarget>| {
         let config = SelfPlayConfig {
-            games: 4,
-            games_per_version: 2,
-            max_plies: 40,
-            evaluation_games: 0,
             sacrifice_target,
             ..SelfPlayConfig::default()
         };
-        run(&config, Some(&pool), |_| {}).unwrap()
+        four_short_games(&pool, config)
     };
     let target = SacrificeTarget {
         rate: 0.5,
