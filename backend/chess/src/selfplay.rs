@@ -17,7 +17,7 @@ use crate::features::OFFERS_MATERIAL;
 use crate::judge;
 use crate::learn::{self, Credit, JudgedPosition, LearnSettings, PositionCredit, StepRule};
 use crate::oracle::{self, OracleSettings, Soundness};
-pub use crate::sacrifice_price::SacrificeTarget;
+use crate::sacrifice_price::SacrificeTarget;
 use crate::search;
 use crate::shakmaty;
 use crate::stockfish::{EngineError, EnginePool};
@@ -274,9 +274,9 @@ pub fn run(
             config,
             true,
         )?;
-        if let (Some(target), Some(_)) = (&config.sacrifice_target, stockfish) {
-            let price = target.price_after(played.stats.sacrifice_rate());
-            played.price_sacrifices(price);
+        // Only Stockfish's judging keeps likely moves to price.
+        if let Some(target) = config.sacrifice_target.filter(|_| stockfish.is_some()) {
+            played.price_sacrifices(target.price_after(played.stats.sacrifice_rate()));
         }
         on_version(&played.stats);
         versions.push(played.stats);

@@ -35,7 +35,7 @@ pub struct VersionStats {
     pub draws: usize,
     pub losses: usize,
     /// What offering material added to a move's return in the update after these games (see
-    /// [`crate::selfplay::SacrificeTarget`]; negative a charge, 0 without a target).
+    /// [`crate::sacrifice_price::SacrificeTarget`]; negative a charge, 0 without a target).
     pub sacrifice_price: f64,
     /// Each game's counts, in the order played; they sum to the totals above.
     pub per_game: Vec<GameCounts>,
