@@ -2,6 +2,7 @@
 //! their live statistics; a team lists its own card; only that team's owners reprice or unlist it;
 //! bad listings are typed errors that change nothing.
 
+use lachesis::marketplace::cards::store::Evaluation;
 use lachesis_shared::ledger::MicroUsdc;
 use lachesis_shared::marketplace::AgentCard;
 use lachesis_tests::{Caller, TestApp, config_for, fresh_database, sign_up};
@@ -271,12 +272,7 @@ async fn cards_are_public_and_only_their_owners_change_them() {
     for (score, consensus) in [(0.9, 0.7), (0.4, 0.6), (1.0, 1.0)] {
         lachesis::marketplace::cards::record_evaluation(
             &db,
-            id,
-            "run-1",
-            Some(score),
-            Some(consensus),
-            MicroUsdc(4_000),
-            None,
+            &unpaid(id, Some(score), Some(consensus)),
         )
         .await
         .unwrap();
@@ -294,17 +290,9 @@ async fn cards_are_public_and_only_their_owners_change_them() {
     // 12,000 micro-USDC for 0.8 + 0.8 + 1.0 = 2.6 units of agreement.
     assert_eq!(stats.cost_per_useful, Some(MicroUsdc(4_615)));
     // A paid verdict that could not be read counts as an evaluation worth no agreement.
-    lachesis::marketplace::cards::record_evaluation(
-        &db,
-        id,
-        "run-1",
-        None,
-        Some(0.5),
-        MicroUsdc(4_000),
-        None,
-    )
-    .await
-    .unwrap();
+    lachesis::marketplace::cards::record_evaluation(&db, &unpaid(id, None, Some(0.5)))
+        .await
+        .unwrap();
     let stats = card(&app, "nutritionist").await.stats;
     assert_eq!(stats.evaluations, 4);
     assert!(
@@ -397,16 +385,8 @@ async fn cards_are_public_and_only_their_owners_change_them() {
     assert_eq!(lines[0]["counterparty"], "budget/run-1/agent");
     assert_eq!(lines[0]["kind"], "payment");
 
-    let out_of_range = lachesis::marketplace::cards::record_evaluation(
-        &db,
-        id,
-        "run-1",
-        Some(1.5),
-        None,
-        MicroUsdc(4_000),
-        None,
-    )
-    .await;
+    let out_of_range =
+        lachesis::marketplace::cards::record_evaluation(&db, &unpaid(id, Some(1.5), None)).await;
     assert!(
         out_of_range.is_err(),
         "Postgres refuses a score outside 0..1"
@@ -540,4 +520,17 @@ async fn operator_cards_from_the_config_file_carry_a_server_key_to_their_endpoin
             .unwrap();
     assert!(team_card.0.is_some());
     assert_eq!(team_card.1, 1_000, "the team's card is unchanged");
+}
+
+/// An evaluation of card `id` under `run-1` at 0.004 USDC, bought with no payment.
+fn unpaid(id: i64, score: Option<f64>, consensus: Option<f64>) -> Evaluation<'static> {
+    Evaluation {
+        card_id: id,
+        run: "run-1",
+        score,
+        consensus,
+        price: MicroUsdc(4_000),
+        paid_tx: None,
+        answer: 0,
+    }
 }

@@ -14,18 +14,30 @@ use lachesis_tests::scripted::ScriptedPolicy;
 use lachesis_tests::{TestApp, config_for, fresh_database};
 use serde_json::{Value, json};
 
+#[path = "pay_to_play_env/cut_off.rs"]
+mod cut_off;
+
 fn options(settings: Value, group_size: usize) -> EnvOptions {
     serde_json::from_value(json!({"seed": 3, "group_size": group_size, "settings": settings}))
         .unwrap()
 }
 
 async fn env(app: &TestApp, settings: Value, group_size: usize) -> (PayToPlayEnv, Ledger) {
+    env_judged_by(app, settings, group_size, Judges::default()).await
+}
+
+async fn env_judged_by(
+    app: &TestApp,
+    settings: Value,
+    group_size: usize,
+    judges: Judges,
+) -> (PayToPlayEnv, Ledger) {
     let db = lachesis::db::connect(&app.database_url, 4).await.unwrap();
     let ledger = Ledger::new(db);
     let market = Marketplace {
         ledger: ledger.clone(),
         settler: Settler::Simulated,
-        judges: Judges::default(),
+        judges,
         queue_items: lachesis::feedback::DEFAULT_QUEUE_ITEMS,
     };
     let env = PayToPlayEnv::new(&options(settings, group_size), market).expect("valid settings");

@@ -134,6 +134,9 @@ pub trait Environment: Send + Sync {
         &'a self,
         policy: &'a dyn Policy,
     ) -> BoxFuture<'a, Result<EvalOutcome, EnvError>>;
+
+    /// [`Env::drain`].
+    fn drain(&self) -> BoxFuture<'_, ()>;
 }
 
 /// What an environment implements, with plain `async fn`s (their futures must be `Send`); every
@@ -164,6 +167,13 @@ pub trait Env: Send + Sync {
         &self,
         policy: &dyn Policy,
     ) -> impl Future<Output = Result<EvalOutcome, EnvError>> + Send;
+
+    /// Finishes, as the runner stops, what must not be cut off: work whose caller stopped
+    /// waiting but which already spent money (a round that paid its judges must record them).
+    /// Most environments have none.
+    fn drain(&self) -> impl Future<Output = ()> + Send {
+        std::future::ready(())
+    }
 }
 
 impl<E: Env> Environment for E {
@@ -196,6 +206,10 @@ impl<E: Env> Environment for E {
         policy: &'a dyn Policy,
     ) -> BoxFuture<'a, Result<EvalOutcome, EnvError>> {
         Box::pin(Env::evaluate(self, policy))
+    }
+
+    fn drain(&self) -> BoxFuture<'_, ()> {
+        Box::pin(Env::drain(self))
     }
 }
 

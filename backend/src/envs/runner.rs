@@ -320,6 +320,14 @@ pub async fn run_attached(
     };
 
     drop(workers);
+    // Work cut off above that already spent money (a round that paid its judges) finishes and
+    // records itself before the runner returns, given as long as a worker would be.
+    if tokio::time::timeout(config.worker_timeout, env.drain())
+        .await
+        .is_err()
+    {
+        tracing::warn!("work cut off by the stop did not finish within the worker timeout");
+    }
     report.stopped_by = Some(stopped_by);
     if let Err(e) = client.disconnect_env(env_id).await {
         tracing::debug!(error = %e, "disconnect-env failed");

@@ -11,9 +11,10 @@ use std::time::Duration;
 use lachesis_shared::feedback::{FeedbackKind, Judgement, NewItem};
 use lachesis_shared::ledger::MicroUsdc;
 use lachesis_shared::marketplace::{JudgeBackend, PaidCard, PanelChoice};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::cards::store::listed_card;
+use super::cards::store::{Evaluation, listed_card};
 use super::panel::{Card, PanelConfig, PanelError, PanelResult, Round};
 use crate::feedback::store::{self as queue_store, QueueScope};
 use crate::ledger::{Ledger, Transfer};
@@ -54,7 +55,9 @@ async fn human_card(ledger: &Ledger, slug: &str) -> Result<Option<(Card, i64)>, 
     })
 }
 
-/// Asks people to rank `round.answers` under the human card `slug`, within `rules`.
+/// Asks people to rank `round.answers` under the human card `slug`, within `rules`; once
+/// `closing` turns `true` the item closes early and the verdicts given by then are used.
+#[allow(clippy::too_many_arguments)]
 pub async fn hear_people(
     ledger: &Ledger,
     settler: &Settler,
@@ -63,6 +66,7 @@ pub async fn hear_people(
     prompt: &str,
     rules: HumanRules,
     config: &PanelConfig,
+    mut closing: watch::Receiver<bool>,
 ) -> Result<HumanOutcome, PanelError> {
     let no_verdict = |reason: String| Ok(HumanOutcome::NoVerdict(reason));
     let db = ledger.pool();
@@ -81,6 +85,9 @@ pub async fn hear_people(
     };
     if queue.view.kind != FeedbackKind::Rank {
         return no_verdict(format!("queue {queue_id} does not rank answers"));
+    }
+    if *closing.borrow() {
+        return no_verdict("the run is stopping".into());
     }
     let answers = round.answers.len();
     if !(2..=16).contains(&answers) {
@@ -112,7 +119,12 @@ pub async fn hear_people(
         if i64::from(judged) >= overlap || Instant::now() >= until {
             break;
         }
-        tokio::time::sleep(POLL.min(until.saturating_duration_since(Instant::now()))).await;
+        let pause = POLL.min(until.saturating_duration_since(Instant::now()));
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            // Closing (or a dropped sender): the verdicts given so far are all there will be.
+            _ = closing.wait_for(|close| *close) => break,
+        }
     }
     let verdicts = queue_store::close_item(db, item)
         .await
@@ -167,17 +179,18 @@ pub async fn hear_people(
     let n = answers as i64;
     for (i, score) in panel_scores.iter().enumerate() {
         let share = total / n + if i == 0 { total % n } else { 0 };
-        super::cards::record_evaluation(
-            db,
-            card.id(),
-            &config.run,
-            Some(*score),
-            None,
-            MicroUsdc(share),
-            paid[0].tx_id,
-        )
-        .await
-        .map_err(|e| PanelError::Record(e.to_string()))?;
+        let evaluation = Evaluation {
+            card_id: card.id(),
+            run: &config.run,
+            score: Some(*score),
+            consensus: None,
+            price: MicroUsdc(share),
+            paid_tx: paid[0].tx_id,
+            answer: i as i32,
+        };
+        super::cards::record_evaluation(db, &evaluation)
+            .await
+            .map_err(|e| PanelError::Record(e.to_string()))?;
     }
     Ok(HumanOutcome::Judged(PanelResult {
         cards: paid,

@@ -12,7 +12,7 @@ use lachesis_shared::ledger::MicroUsdc;
 use lachesis_shared::marketplace::{JudgeBackend, PaidCard, PanelChoice};
 use sqlx::PgPool;
 
-use super::cards::store::ListedCard;
+use super::cards::store::{Evaluation, ListedCard};
 use super::judges::Judges;
 use super::probation::{Standing, TeamCardRecord};
 use super::selection::{CardArm, UcbPolicy};
@@ -252,7 +252,6 @@ pub async fn judge_round(
     }
     // Pay first: a card that cannot be paid (another round spent the money meanwhile) is dropped.
     let mut panel = Vec::new();
-    let mut replayed = true;
     for index in chosen {
         let card = &market.cards[index];
         let payment_key = format!("{}/{}", round.key, card.slug);
@@ -265,7 +264,6 @@ pub async fn judge_round(
         };
         match settler.pay(ledger, &transfer).await {
             Ok(paid) => {
-                replayed &= paid.replayed;
                 panel.push((
                     card,
                     PaidCard {
@@ -295,11 +293,10 @@ pub async fn judge_round(
         .iter()
         .map(|score| score - config.cost_weight * cost_usdc)
         .collect();
-    // A replayed round was recorded the first time.
-    if !replayed {
-        for (i, (card, payment)) in panel.iter().enumerate() {
-            record(ledger.pool(), card, payment.tx_id, &heard, i, &config.run).await?;
-        }
+    // A replayed round whose first attempt recorded records nothing again; one cut off between
+    // paying and recording records now.
+    for (i, (card, payment)) in panel.iter().enumerate() {
+        record(ledger.pool(), card, payment.tx_id, &heard, i, &config.run).await?;
     }
     Ok(RoundOutcome::Judged(PanelResult {
         cards: panel.into_iter().map(|(_, paid)| paid).collect(),
@@ -397,17 +394,18 @@ async fn record(
     let n = by_answer.len().max(1) as i64;
     for (i, (score, consensus)) in by_answer.iter().zip(&heard.panel_scores).enumerate() {
         let share = card.price / n + if i == 0 { card.price % n } else { 0 };
-        super::cards::record_evaluation(
-            db,
-            card.id,
+        let evaluation = Evaluation {
+            card_id: card.id,
             run,
-            *score,
-            Some(*consensus),
-            MicroUsdc(share),
-            payment,
-        )
-        .await
-        .map_err(|e| PanelError::Record(e.to_string()))?;
+            score: *score,
+            consensus: Some(*consensus),
+            price: MicroUsdc(share),
+            paid_tx: payment,
+            answer: i as i32,
+        };
+        super::cards::record_evaluation(db, &evaluation)
+            .await
+            .map_err(|e| PanelError::Record(e.to_string()))?;
     }
     Ok(())
 }

@@ -109,28 +109,6 @@ async fn rounds(app: &TestApp, run: &str) -> Vec<RoundEvent> {
         .collect()
 }
 
-/// Waits (a minute at most, and only while the environment runs) until each of the `verdicts`
-/// the annotator gave is paid and its round recorded; no verdict comes after the annotator stops,
-/// so the counts only grow to meet.
-async fn settle(
-    app: &TestApp,
-    annotator: &Session,
-    run: &str,
-    verdicts: i64,
-    env: &mut tokio::process::Child,
-) {
-    for _ in 0..300 {
-        if env.try_wait().is_ok_and(|exited| exited.is_some()) {
-            return;
-        }
-        let paid = earnings(app, annotator).await.payments;
-        if paid == verdicts && rounds(app, run).await.len() as i64 == verdicts {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 fn reconcile(database_url: &str) {
     let out = std::process::Command::new(lachesis_bin())
         .args(["ledger", "reconcile"])
@@ -345,10 +323,13 @@ async fn a_grpo_run_trains_on_groups_people_ranked_and_they_are_paid() {
         "the trainer failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    // The environment may still be closing, paying and recording a round whose verdict came as
-    // the trainer finished; killing it then would leave a paid verdict without its round.
-    settle(&app, &ann, "people-grpo", verdicts, &mut env).await;
-    let _ = env.kill().await;
+    // Past the trainer's steps the environment stops by itself; the rounds it cut off close their
+    // items, pay the verdicts already given and record themselves before it exits.
+    let status = tokio::time::timeout(Duration::from_secs(120), env.wait())
+        .await
+        .expect("the environment stops once the trainer has its steps")
+        .expect("the environment's status");
+    assert!(status.success(), "the environment failed: {status}");
     let _ = std::fs::remove_dir_all(&scratch);
 
     // Two GRPO steps on batches of two groups each.
@@ -378,15 +359,12 @@ async fn a_grpo_run_trains_on_groups_people_ranked_and_they_are_paid() {
             .unwrap_or_else(|| panic!("a round the annotator did not rank: {round:?}"));
         assert_eq!(&round.panel_scores, places);
     }
-    // The runner drops its in-flight rounds once the trainer has its steps; one dropped between
-    // paying its verdict and recording itself leaves the person paid (for work they did) without
-    // a round. So paid verdicts are at least the rounds and at most the verdicts given.
+    // Every verdict given was paid once and is a round on the feed.
     let earned = earnings(&app, &ann).await;
-    assert!(
-        (rounds.len() as i64..=verdicts).contains(&earned.payments),
-        "{} rounds, {} payments, {verdicts} verdicts given",
-        rounds.len(),
-        earned.payments
+    assert_eq!(
+        (rounds.len() as i64, earned.payments),
+        (verdicts, verdicts),
+        "rounds and payments against the verdicts given"
     );
     assert_eq!(earned.balance.0, PRICE * earned.payments);
     let (_, budgets) = app

@@ -3,13 +3,17 @@
 //! with the bandit as fallback), paid through the ledger, and every card scores each of the
 //! group's answers. The reward is the panel's mean score minus λ per USDC spent. A spent budget
 //! skips the episode with its reason on the marketplace feed; evaluation hears every card unpaid.
+//! Once the answers exist, the round runs to its end on a task of its own ([`rounds`]), whoever
+//! stops waiting for it.
 //!
 //! The cost term lowers a group's rewards alike (one panel judges all its answers), so GRPO's
 //! advantages do not see it: it matters to trainers that read absolute rewards, and to whoever
 //! compares runs by reward net of spend.
 
 pub mod bench;
+mod judging;
 pub mod prompts;
+mod rounds;
 mod settings;
 
 pub use self::settings::{Selection, Settings};
@@ -21,26 +25,25 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use lachesis_inference::ChatMessage;
 use lachesis_shared::ledger::{AccountKind, MicroUsdc};
-use lachesis_shared::marketplace::{MarketEvent, PanelChoice, RoundEvent, SkippedEvent};
+use lachesis_shared::marketplace::PanelChoice;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde_json::json;
 
+use self::judging::Judging;
+use self::rounds::Rounds;
 use super::cat_caretaker::data::CatData;
 use super::in_process::{SHOWCASE_PAUSE, Showcase};
 use super::{
-    Collected, Env, EnvConfig, EnvError, EnvOptions, EvalOutcome, Item, ScoredGroup,
-    ScoredSequence, SeedItem, generation_params, parse_settings, some_item,
+    Collected, Env, EnvConfig, EnvError, EnvOptions, EvalOutcome, Item, SeedItem,
+    generation_params, parse_settings, some_item,
 };
 use crate::ledger::{AccountId, Ledger};
-use crate::marketplace::feed::{self, budget_account};
-use crate::marketplace::human::{HumanOutcome, HumanRules, hear_people};
+use crate::marketplace::feed::budget_account;
+use crate::marketplace::human::HumanRules;
 use crate::marketplace::judges::Judges;
-use crate::marketplace::panel::{
-    Market, PanelConfig, PanelResult, Round, RoundOutcome, evaluate_all, judge_round,
-};
+use crate::marketplace::panel::{Market, PanelConfig, evaluate_all};
 use crate::marketplace::selection::parse_llm_selection;
 use crate::policy::{Policy, PolicyRequest};
 use crate::settlement::Settler;
@@ -64,11 +67,6 @@ pub const DESCRIPTOR: EnvDescriptor = EnvDescriptor {
 };
 
 const EVAL_SEED: u64 = 0x9a7_0000;
-/// After a skipped episode the environment waits this long before the next, so a spent budget
-/// does not spin the runner.
-const SKIP_PAUSE: Duration = Duration::from_secs(5);
-/// How much of each answer the feed keeps.
-const FEED_ANSWER_CHARS: usize = 280;
 
 /// What the environment pays and judges with.
 #[derive(Clone)]
@@ -88,6 +86,8 @@ pub struct PayToPlayEnv {
     data: &'static CatData,
     rng: Mutex<StdRng>,
     account: tokio::sync::OnceCell<AccountId>,
+    /// Rounds paying and judging now, which finish even when their caller stops waiting.
+    rounds: Rounds,
 }
 
 impl PayToPlayEnv {
@@ -103,6 +103,7 @@ impl PayToPlayEnv {
             data,
             rng: Mutex::new(StdRng::seed_from_u64(options.seed)),
             account: tokio::sync::OnceCell::new(),
+            rounds: Rounds::default(),
         })
     }
 
@@ -184,114 +185,68 @@ impl PayToPlayEnv {
 
     /// One episode: returns the group (None when skipped) after publishing it to the feed.
     pub async fn episode(&self, seed: u64, policy: &dyn Policy) -> Result<Collected, EnvError> {
-        let task = self.data.task(seed);
         let key = format!("{}/episode/{seed:016x}", self.settings.run);
+        // A replay of an episode whose caller gave up on it waits for its round, still running,
+        // instead of paying and judging it a second time.
+        if let Some(running) = self.rounds.running(&key) {
+            return running.await;
+        }
+        let task = self.data.task(seed);
         let budget = self.budget_account().await?;
         let ledger = &self.market.ledger;
         let db = ledger.pool();
         let available = ledger.balance(budget).await.map_err(other)?.available;
-        let panel_config = PanelConfig {
-            run: self.settings.run.clone(),
-            panel: self.settings.panel,
-            cost_weight: self.settings.cost_weight,
+        let judging = |rollouts| Judging {
+            market: self.market.clone(),
+            panel: PanelConfig {
+                run: self.settings.run.clone(),
+                panel: self.settings.panel,
+                cost_weight: self.settings.cost_weight,
+            },
+            key: key.clone(),
+            budget,
+            available,
+            task: task.clone(),
+            rollouts,
+            params: generation_params(&self.config, policy),
+            weight_version: policy.weight_version(),
         };
         // People first, when the run has a human card; the bandit's panel when they give nothing.
-        let mut human_fallback = None;
-        let mut rollouts = None;
-        if let Some(slug) = &self.settings.human_card {
-            let answered = self.answer(&task, available, policy).await?;
-            let answers: Vec<String> = answered.iter().map(|r| r.completion.clone()).collect();
-            let round = Round {
-                key: &key,
-                budget,
-                task: &task,
-                answers: &answers,
-            };
+        if let Some(slug) = self.settings.human_card.clone() {
+            let judging = judging(self.answer(&task, available, policy).await?);
             let rules = HumanRules {
                 deadline: Duration::from_secs(self.settings.human_deadline_secs),
                 queue_items: self.market.queue_items,
             };
-            let prompt = prompts::task_text(&task);
-            let heard = hear_people(
-                ledger,
-                &self.market.settler,
-                slug,
-                &round,
-                &prompt,
-                rules,
-                &panel_config,
-            )
-            .await
-            .map_err(other)?;
-            match heard {
-                HumanOutcome::Judged(result) => {
-                    return self
-                        .publish(&task, key, budget, available, answered, result, policy)
-                        .await;
-                }
-                HumanOutcome::NoVerdict(reason) => human_fallback = Some(reason),
-            }
-            rollouts = Some(answered);
+            return self
+                .rounds
+                .start(key.clone(), move |closing| {
+                    judging.people(slug, rules, closing)
+                })
+                .await;
         }
         let market = Market::load(db, &self.market.judges)
             .await
             .map_err(other)?
             .payable_by(&self.market.settler);
         let replayed = market.paid_before(db, &key).await.map_err(other)?;
-        let (chosen, mut choice) = if !replayed.is_empty() {
+        let (chosen, choice) = if !replayed.is_empty() {
             (replayed, PanelChoice::Bandit)
         } else if market.cheapest().is_none_or(|price| price > available.0) {
             (Vec::new(), PanelChoice::Bandit)
         } else {
             self.choose(&task, &market, available, policy).await
         };
-        if let Some(reason) = human_fallback {
-            choice = PanelChoice::HumanFallback { reason };
-        }
         // A round that cannot pay anyone skips before any answer is generated.
-        let rollouts = match rollouts {
-            Some(rollouts) => rollouts,
-            None if chosen.is_empty() => Vec::new(),
-            None => self.answer(&task, available, policy).await?,
+        let rollouts = if chosen.is_empty() {
+            Vec::new()
+        } else {
+            self.answer(&task, available, policy).await?
         };
-        let answers: Vec<String> = rollouts.iter().map(|r| r.completion.clone()).collect();
-        let round = Round {
-            key: &key,
-            budget,
-            task: &task,
-            answers: &answers,
-        };
-        let outcome = judge_round(
-            ledger,
-            &self.market.settler,
-            &self.market.judges,
-            &market,
-            &round,
-            chosen,
-            choice,
-            &panel_config,
-        )
-        .await
-        .map_err(other)?;
-        match outcome {
-            RoundOutcome::Skipped { reason } => {
-                let budget_left = ledger.balance(budget).await.map_err(other)?.available;
-                let event = MarketEvent::Skipped(SkippedEvent {
-                    run: self.settings.run.clone(),
-                    episode: key,
-                    at: feed::now(db).await.map_err(other)?,
-                    reason,
-                    budget_left,
-                });
-                feed::record(db, &event).await.map_err(other)?;
-                tokio::time::sleep(SKIP_PAUSE).await;
-                Ok(Collected::default())
-            }
-            RoundOutcome::Judged(result) => {
-                self.publish(&task, key, budget, available, rollouts, result, policy)
-                    .await
-            }
-        }
+        let judging = judging(rollouts);
+        self.rounds
+            .start(key.clone(), move |_| judging.panel(market, chosen, choice))
+            .await
     }
 
     /// The group's answers to `task`.
@@ -311,81 +266,6 @@ impl PayToPlayEnv {
             stop: vec!["\n\n".into()],
         };
         Ok(policy.complete(request).await?)
-    }
-
-    /// Puts a judged round on the feed and makes its group.
-    #[allow(clippy::too_many_arguments)]
-    async fn publish(
-        &self,
-        task: &lachesis_shared::cats::CatTask,
-        key: String,
-        budget: AccountId,
-        available: MicroUsdc,
-        rollouts: Vec<crate::policy::Rollout>,
-        result: PanelResult,
-        policy: &dyn Policy,
-    ) -> Result<Collected, EnvError> {
-        let db = self.market.ledger.pool();
-        let budget_left = self
-            .market
-            .ledger
-            .balance(budget)
-            .await
-            .map_err(other)?
-            .available;
-        let event = MarketEvent::Round(Box::new(RoundEvent {
-            run: self.settings.run.clone(),
-            episode: key,
-            at: feed::now(db).await.map_err(other)?,
-            task: prompts::task_text(task),
-            category: task.scenario.category,
-            choice: result.choice.clone(),
-            cards: result.cards.clone(),
-            paid: result.paid,
-            budget_left,
-            panel_scores: result.panel_scores.clone(),
-            rewards: result.rewards.clone(),
-            answers: rollouts
-                .iter()
-                .map(|r| r.completion.chars().take(FEED_ANSWER_CHARS).collect())
-                .collect(),
-            weight_version: policy.weight_version(),
-        }));
-        feed::record(db, &event).await.map_err(other)?;
-        let prompt = prompts::answer_messages(task, available);
-        Ok(Collected {
-            group: Some(self.group(prompt, rollouts, &result, policy)),
-            backlog: Vec::new(),
-        })
-    }
-
-    fn group(
-        &self,
-        prompt: Vec<ChatMessage>,
-        rollouts: Vec<crate::policy::Rollout>,
-        result: &PanelResult,
-        policy: &dyn Policy,
-    ) -> ScoredGroup {
-        let panel = result.slugs().join(", ");
-        let sequences = rollouts
-            .into_iter()
-            .zip(&result.rewards)
-            .zip(&result.panel_scores)
-            .map(|((rollout, &reward), &score)| {
-                let mut sequence = ScoredSequence::answered(&prompt, rollout, reward);
-                let heard = format!(
-                    "Judges ({panel}, {} USDC): panel score {score:.3}",
-                    result.paid
-                );
-                sequence.messages.push(ChatMessage::new("user", heard));
-                sequence
-            })
-            .collect();
-        ScoredGroup {
-            sequences,
-            generation_params: generation_params(&self.config, policy),
-            group_overrides: None,
-        }
     }
 
     /// Evaluation mode: answers to a fixed set of tasks, each heard by every card, unpaid.
@@ -456,6 +336,13 @@ impl Env for PayToPlayEnv {
 
     async fn evaluate(&self, policy: &dyn Policy) -> Result<EvalOutcome, EnvError> {
         self.evaluate_set(policy).await
+    }
+
+    async fn drain(&self) {
+        let rounds = self.rounds.drain().await;
+        if rounds > 0 {
+            tracing::info!(rounds, "rounds running at the stop finished");
+        }
     }
 }
 

@@ -253,30 +253,40 @@ pub async fn update(
     Ok(())
 }
 
-/// Records one judge's score of one answer (`consensus` once the panel's mean is known); `None`
-/// when its verdict could not be read.
-pub async fn record_evaluation(
-    db: &PgPool,
-    card_id: i64,
-    run: &str,
-    score: Option<f64>,
-    consensus: Option<f64>,
-    price: MicroUsdc,
-    paid_tx: Option<i64>,
-) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "INSERT INTO card_evaluations (card_id, run, score, consensus, price, paid_tx)
-         VALUES ($1, $2, $3, $4, $5, $6)",
+/// One judge's score of one answer of a round.
+pub struct Evaluation<'a> {
+    pub card_id: i64,
+    pub run: &'a str,
+    /// `None` when its verdict could not be read.
+    pub score: Option<f64>,
+    /// The panel's mean, once known.
+    pub consensus: Option<f64>,
+    /// The share of the card's price this answer carries.
+    pub price: MicroUsdc,
+    /// The payment the evaluation was bought with.
+    pub paid_tx: Option<i64>,
+    /// The answer's place in its round.
+    pub answer: i32,
+}
+
+/// Records an evaluation, once per payment and answer: recording a paid evaluation again (a
+/// replayed round) keeps the first. Returns whether it was new.
+pub async fn record_evaluation(db: &PgPool, e: &Evaluation<'_>) -> Result<bool, sqlx::Error> {
+    let stored = sqlx::query(
+        "INSERT INTO card_evaluations (card_id, run, score, consensus, price, paid_tx, answer)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (paid_tx, answer) DO NOTHING",
     )
-    .bind(card_id)
-    .bind(run)
-    .bind(score)
-    .bind(consensus)
-    .bind(price.0)
-    .bind(paid_tx)
+    .bind(e.card_id)
+    .bind(e.run)
+    .bind(e.score)
+    .bind(e.consensus)
+    .bind(e.price.0)
+    .bind(e.paid_tx)
+    .bind(e.answer)
     .execute(db)
     .await?;
-    Ok(())
+    Ok(stored.rows_affected() == 1)
 }
 
 /// A listed card with what the bandit knows of it: its evaluations (`pulls`), how many were
