@@ -50,6 +50,16 @@ impl Judging {
         self.rollouts.iter().map(|r| r.completion.clone()).collect()
     }
 
+    /// The round as the marketplace pays and hears it.
+    fn round<'a>(&'a self, answers: &'a [String]) -> Round<'a> {
+        Round {
+            key: &self.key,
+            budget: self.budget,
+            task: &self.task,
+            answers,
+        }
+    }
+
     /// People rank the answers under the human card `slug`; the bandit's panel judges a group
     /// nobody ranked in time. A round asked to close pays the verdicts already given and, with
     /// none, is skipped: a stopping run pays no panel anew.
@@ -60,12 +70,7 @@ impl Judging {
         closing: watch::Receiver<bool>,
     ) -> Result<Collected, EnvError> {
         let answers = self.answers();
-        let round = Round {
-            key: &self.key,
-            budget: self.budget,
-            task: &self.task,
-            answers: &answers,
-        };
+        let round = self.round(&answers);
         let prompt = prompts::task_text(&self.task);
         let market = &self.market;
         let heard = hear_people(
@@ -112,12 +117,7 @@ impl Judging {
         choice: PanelChoice,
     ) -> Result<Collected, EnvError> {
         let answers = self.answers();
-        let round = Round {
-            key: &self.key,
-            budget: self.budget,
-            task: &self.task,
-            answers: &answers,
-        };
+        let round = self.round(&answers);
         let outcome = judge_round(
             &self.market.ledger,
             &self.market.settler,
