@@ -3,8 +3,6 @@
 //! owns everything it needs, so it runs on a task of its own (see [`super::rounds`]) and finishes
 //! whoever still waits for it.
 
-use std::time::Duration;
-
 use lachesis_inference::ChatMessage;
 use lachesis_shared::cats::CatTask;
 use lachesis_shared::ledger::MicroUsdc;
@@ -22,9 +20,6 @@ use crate::marketplace::panel::{
 };
 use crate::policy::Rollout;
 
-/// After a skipped episode the environment waits this long before the next, so a spent budget
-/// does not spin the runner.
-const SKIP_PAUSE: Duration = Duration::from_secs(5);
 /// How much of each answer the feed keeps.
 const FEED_ANSWER_CHARS: usize = 280;
 
@@ -149,7 +144,6 @@ impl Judging {
             budget_left,
         });
         feed::record(db, &event).await.map_err(other)?;
-        tokio::time::sleep(SKIP_PAUSE).await;
         Ok(Collected::default())
     }
 

@@ -67,6 +67,10 @@ pub const DESCRIPTOR: EnvDescriptor = EnvDescriptor {
 };
 
 const EVAL_SEED: u64 = 0x9a7_0000;
+/// After a skipped episode the environment waits this long before the next, so a spent budget
+/// does not spin the runner. The caller waits, not the round: a stopping runner's drain is not
+/// held up by it.
+const SKIP_PAUSE: Duration = Duration::from_secs(5);
 
 /// What the environment pays and judges with.
 #[derive(Clone)]
@@ -189,7 +193,7 @@ impl PayToPlayEnv {
         // A replay of an episode whose caller gave up on it waits for its round, still running,
         // instead of paying and judging it a second time.
         if let Some(running) = self.rounds.running(&key) {
-            return running.await;
+            return paced(running.await).await;
         }
         let task = self.data.task(seed);
         let budget = self.budget_account().await?;
@@ -218,12 +222,10 @@ impl PayToPlayEnv {
                 deadline: Duration::from_secs(self.settings.human_deadline_secs),
                 queue_items: self.market.queue_items,
             };
-            return self
-                .rounds
-                .start(key.clone(), move |closing| {
-                    judging.people(slug, rules, closing)
-                })
-                .await;
+            let round = self.rounds.start(key.clone(), move |closing| {
+                judging.people(slug, rules, closing)
+            });
+            return paced(round.await).await;
         }
         let market = Market::load(db, &self.market.judges)
             .await
@@ -244,9 +246,10 @@ impl PayToPlayEnv {
             self.answer(&task, available, policy).await?
         };
         let judging = judging(rollouts);
-        self.rounds
-            .start(key.clone(), move |_| judging.panel(market, chosen, choice))
-            .await
+        let round = self
+            .rounds
+            .start(key.clone(), move |_| judging.panel(market, chosen, choice));
+        paced(round.await).await
     }
 
     /// The group's answers to `task`.
@@ -306,6 +309,14 @@ impl PayToPlayEnv {
         ]);
         Ok(EvalOutcome { metrics, samples })
     }
+}
+
+/// A round's outcome, after the pause a skipped one asks for.
+async fn paced(outcome: Result<Collected, EnvError>) -> Result<Collected, EnvError> {
+    if matches!(&outcome, Ok(collected) if collected.group.is_none()) {
+        tokio::time::sleep(SKIP_PAUSE).await;
+    }
+    outcome
 }
 
 fn other(e: impl std::fmt::Display) -> EnvError {
