@@ -444,12 +444,7 @@ impl ServerProcess {
 
     /// SIGTERM, as an orchestrator stops a server; its exit is for the caller to await.
     pub fn sigterm(&self) {
-        let pid = self.child.id().expect("the server is running");
-        let status = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill -TERM {pid} failed");
+        sigterm(&self.child);
     }
 
     /// SIGKILL: no shutdown, no flushing, as a crash.
@@ -457,4 +452,15 @@ impl ServerProcess {
         self.child.start_kill().expect("kill the server");
         let _ = self.child.wait().await;
     }
+}
+
+/// SIGTERM to a running child process, as an orchestrator stops it; its exit is for the caller to
+/// await.
+pub fn sigterm(child: &tokio::process::Child) {
+    let pid = child.id().expect("the process is running");
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -TERM {pid} failed");
 }

@@ -323,11 +323,16 @@ async fn a_grpo_run_trains_on_groups_people_ranked_and_they_are_paid() {
         "the trainer failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    // Past the trainer's steps the environment stops by itself; the rounds it cut off close their
-    // items, pay the verdicts already given and record themselves before it exits.
+    // The environment stops by itself once the queue holds batches past the trainer's steps, and
+    // otherwise serves on (atroposlib's rule): stopped as an orchestrator would, its rounds cut
+    // off close their items, pay the verdicts already given and record themselves before it
+    // exits.
+    if env.try_wait().expect("the environment's status").is_none() {
+        lachesis_tests::sigterm(&env);
+    }
     let status = tokio::time::timeout(Duration::from_secs(120), env.wait())
         .await
-        .expect("the environment stops once the trainer has its steps")
+        .expect("the environment stops once signalled")
         .expect("the environment's status");
     assert!(status.success(), "the environment failed: {status}");
     let _ = std::fs::remove_dir_all(&scratch);
