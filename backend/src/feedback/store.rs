@@ -354,6 +354,17 @@ pub async fn export_page(
         .collect()
 }
 
+/// The items of queue `queue` whose source is `source`, oldest first.
+pub async fn items_from(db: &PgPool, queue: i64, source: &str) -> Result<Vec<i64>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT id FROM feedback_items WHERE queue_id = $1 AND source = $2 ORDER BY id",
+    )
+    .bind(queue)
+    .bind(source)
+    .fetch_all(db)
+    .await
+}
+
 /// Judgements item `item` has so far (`None`: no such item).
 pub async fn judged_count(db: &PgPool, item: i64) -> Result<Option<i32>, sqlx::Error> {
     sqlx::query_scalar("SELECT judged FROM feedback_items WHERE id = $1")

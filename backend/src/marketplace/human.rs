@@ -5,6 +5,8 @@
 //!
 //! A verdict is only counted once it is paid, and an item closes before its verdicts are read, so
 //! every verdict a round used was paid and no verdict arrives after the round that would not be.
+//! A round replayed after its process died first closes and pays what the dead attempt left in
+//! the queue, so nobody ranks for nothing.
 
 use std::time::Duration;
 
@@ -16,9 +18,9 @@ use tokio::time::Instant;
 
 use super::cards::store::{Evaluation, listed_card};
 use super::panel::{Card, PanelConfig, PanelError, PanelResult, Round};
-use crate::feedback::store::{self as queue_store, QueueScope};
-use crate::ledger::{Ledger, Transfer};
-use crate::settlement::Settler;
+use crate::feedback::store::{self as queue_store, ClosedJudgement, QueueScope};
+use crate::ledger::{Ledger, LedgerError, Transfer};
+use crate::settlement::{SettleError, Settler};
 
 /// How often a waiting round looks for new verdicts.
 const POLL: Duration = Duration::from_millis(500);
@@ -86,6 +88,8 @@ pub async fn hear_people(
     if queue.view.kind != FeedbackKind::Rank {
         return no_verdict(format!("queue {queue_id} does not rank answers"));
     }
+    let source = clip_to(&format!("{} {}", config.run, round.key), 200);
+    settle_earlier_items(ledger, settler, &card, round, queue_id, &source).await?;
     if *closing.borrow() {
         return no_verdict("the run is stopping".into());
     }
@@ -105,7 +109,7 @@ pub async fn hear_people(
     let item = NewItem {
         prompt: clip(prompt),
         answers: round.answers.iter().map(|a| clip(a)).collect(),
-        source: Some(clip_to(&format!("{} {}", config.run, round.key), 200)),
+        source: Some(source),
     };
     let Some(ids) = queue_store::insert_items(db, queue_id, &[item], rules.queue_items).await?
     else {
@@ -139,22 +143,8 @@ pub async fn hear_people(
         if order.len() != answers {
             continue;
         }
-        let key = format!("{}/{}/verdict/{}", round.key, card.slug, verdict.id);
-        let transfer = Transfer {
-            key: &key,
-            payer: round.budget,
-            payee: ledger.annotator_account(verdict.annotator).await?,
-            amount: MicroUsdc(card.price),
-            memo: "human verdict",
-        };
-        match settler.pay(ledger, &transfer).await {
-            Ok(payment) => paid.push(PaidCard {
-                slug: card.slug.clone(),
-                price: MicroUsdc(card.price),
-                tx_id: Some(payment.tx_id),
-                chain_tx: payment.chain_tx,
-                explorer_url: payment.explorer_url,
-            }),
+        match pay_verdict(ledger, settler, &card, round, &verdict).await {
+            Ok(card) => paid.push(card),
             // Another round spent the budget meanwhile: an unpaid verdict is not used.
             Err(e) if e.is_insufficient_funds() => {
                 tracing::warn!(item, verdict = verdict.id, "a verdict could not be paid");
@@ -203,6 +193,73 @@ pub async fn hear_people(
         panel_scores,
         unreadable: 0,
     }))
+}
+
+/// Pays `verdict` the card's price from the round's budget into its annotator's account, once:
+/// the key names the round, the card and the verdict.
+async fn pay_verdict(
+    ledger: &Ledger,
+    settler: &Settler,
+    card: &Card,
+    round: &Round<'_>,
+    verdict: &ClosedJudgement,
+) -> Result<PaidCard, SettleError> {
+    let key = format!("{}/{}/verdict/{}", round.key, card.slug, verdict.id);
+    let transfer = Transfer {
+        key: &key,
+        payer: round.budget,
+        payee: ledger.annotator_account(verdict.annotator).await?,
+        amount: MicroUsdc(card.price),
+        memo: "human verdict",
+    };
+    let payment = settler.pay(ledger, &transfer).await?;
+    Ok(PaidCard {
+        slug: card.slug.clone(),
+        price: MicroUsdc(card.price),
+        tx_id: Some(payment.tx_id),
+        chain_tx: payment.chain_tx,
+        explorer_url: payment.explorer_url,
+    })
+}
+
+/// An earlier attempt at this round, in a process that died (a crash, `kill -9`), left its item
+/// behind: still open, where people would go on ranking it for nothing, or closed with verdicts
+/// it never paid. Each such item is closed and every verdict on it paid under the key that attempt
+/// used, so one it paid is not paid again. The verdicts are not used: they rank answers this
+/// attempt does not have (its answers are sampled again).
+async fn settle_earlier_items(
+    ledger: &Ledger,
+    settler: &Settler,
+    card: &Card,
+    round: &Round<'_>,
+    queue: i64,
+    source: &str,
+) -> Result<(), PanelError> {
+    let record = |e: &dyn std::fmt::Display| PanelError::Record(e.to_string());
+    let db = ledger.pool();
+    for item in queue_store::items_from(db, queue, source)
+        .await
+        .map_err(|e| record(&e))?
+    {
+        let verdicts = queue_store::close_item(db, item)
+            .await
+            .map_err(|e| record(&e))?;
+        for verdict in verdicts {
+            if !matches!(verdict.judgement, Judgement::Rank { .. }) {
+                continue;
+            }
+            match pay_verdict(ledger, settler, card, round, &verdict).await {
+                Ok(_) => {}
+                // Paid already, at the price the card had then.
+                Err(SettleError::Ledger(LedgerError::IdempotencyConflict(_))) => {}
+                Err(e) if e.is_insufficient_funds() => {
+                    tracing::warn!(item, verdict = verdict.id, "an earlier verdict is unpaid");
+                }
+                Err(other) => return Err(other.into()),
+            }
+        }
+    }
+    Ok(())
 }
 
 fn clip(text: &str) -> String {

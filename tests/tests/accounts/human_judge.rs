@@ -22,6 +22,9 @@ use serde_json::{Value, json};
 
 use super::{Session, sign_up};
 
+#[path = "human_judge/replay.rs"]
+mod replay;
+
 const ADMIN: &str = "admin-token-for-the-human-judge-tests";
 /// The human card's price per verdict: 0.002 USDC.
 const PRICE: i64 = 2_000;
