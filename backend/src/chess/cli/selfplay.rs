@@ -110,9 +110,10 @@ pub(super) fn selfplay(args: SelfPlayArgs) -> anyhow::Result<()> {
         ..SelfPlayConfig::default()
     };
     let pool = match args.judge {
+        // Two: learning searches on one at a time, the evaluation's two versions each on its own.
         SelfPlayJudge::Stockfish => Some(EnginePool::start(EngineConfig {
             limit: SearchLimit::Depth(args.engine.stockfish_depth),
-            processes: 1,
+            processes: 2,
             ..EngineConfig::new(args.engine.path()?)
         })?),
         SelfPlayJudge::Search => None,
