@@ -213,7 +213,7 @@ async fn add_items(
             .map_err(|why| AppError::Invalid(format!("item {k}: {why}")))?;
     }
     let cap = state.hosting.feedback_queue_items;
-    let added = store::insert_items(&state.db, queue.view.id, &body.items, cap)
+    let added = store::insert_items(&state.db, queue.view.id, &body.items, cap, None)
         .await?
         .ok_or_else(|| {
             AppError::Conflict(format!(

@@ -1,5 +1,7 @@
 //! The SQL of feedback queues, items and judgements.
 
+use std::time::Duration;
+
 use lachesis_shared::feedback::{FeedbackKind, ItemToJudge, Judgement, NewItem, QueueView};
 use sqlx::PgPool;
 
@@ -105,14 +107,15 @@ pub async fn queues(
 }
 
 /// Adds `items` to queue `queue`, all or none, and gives their ids in order; `None` (nothing
-/// added) when the queue would then
-/// hold more than `cap` items. The count is kept on the queue's row, whose lock orders concurrent
-/// additions, so two requests cannot both slip under the cap.
+/// added) when the queue would then hold more than `cap` items. The count is kept on the queue's
+/// row, whose lock orders concurrent additions, so two requests cannot both slip under the cap.
+/// With `closes_in`, the items take no judgement once that long has passed.
 pub async fn insert_items(
     db: &PgPool,
     queue: i64,
     items: &[NewItem],
     cap: i64,
+    closes_in: Option<Duration>,
 ) -> Result<Option<Vec<i64>>, sqlx::Error> {
     let mut tx = db.begin().await?;
     let counted: Option<i32> = sqlx::query_scalar(
@@ -130,13 +133,14 @@ pub async fn insert_items(
     let mut ids = Vec::with_capacity(items.len());
     for item in items {
         let id: i64 = sqlx::query_scalar(
-            "INSERT INTO feedback_items (queue_id, prompt, answers, source) \
-             VALUES ($1, $2, $3, $4) RETURNING id",
+            "INSERT INTO feedback_items (queue_id, prompt, answers, source, closes_at) \
+             VALUES ($1, $2, $3, $4, now() + $5::float8 * interval '1 second') RETURNING id",
         )
         .bind(queue)
         .bind(&item.prompt)
         .bind(&item.answers)
         .bind(item.source.as_deref())
+        .bind(closes_in.map(|d| d.as_secs_f64()))
         .fetch_one(&mut *tx)
         .await?;
         ids.push(id);
@@ -159,6 +163,7 @@ pub async fn next_item(
               WHERE i.queue_id = $1 AND j.annotator = $2) AS "done!",
              (SELECT count(*) FROM feedback_items i
               WHERE i.queue_id = $1 AND i.judged < $3 AND NOT i.closed
+                AND (i.closes_at IS NULL OR i.closes_at > now())
                 AND NOT EXISTS (SELECT 1 FROM feedback_judgements j
                                 WHERE j.item_id = i.id AND j.annotator = $2)) AS "left!""#,
         queue.id,
@@ -170,6 +175,7 @@ pub async fn next_item(
     let row = sqlx::query!(
         "SELECT i.id, i.prompt, i.answers FROM feedback_items i
          WHERE i.queue_id = $1 AND i.judged < $3 AND NOT i.closed
+           AND (i.closes_at IS NULL OR i.closes_at > now())
            AND NOT EXISTS (SELECT 1 FROM feedback_judgements j
                            WHERE j.item_id = i.id AND j.annotator = $2)
          ORDER BY i.judged, i.id LIMIT 1",
@@ -233,8 +239,9 @@ pub async fn judge(
     let value = serde_json::to_value(judgement).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
     let mut tx = db.begin().await?;
     let Some(row) = sqlx::query!(
-        "SELECT i.judged, i.closed, q.overlap FROM feedback_items i
-         JOIN feedback_queues q ON q.id = i.queue_id WHERE i.id = $1 FOR UPDATE OF i",
+        r#"SELECT i.judged, i.closed OR coalesce(i.closes_at <= now(), false) AS "closed!", q.overlap
+         FROM feedback_items i
+         JOIN feedback_queues q ON q.id = i.queue_id WHERE i.id = $1 FOR UPDATE OF i"#,
         item
     )
     .fetch_optional(&mut *tx)

@@ -111,7 +111,10 @@ pub async fn hear_people(
         answers: round.answers.iter().map(|a| clip(a)).collect(),
         source: Some(source),
     };
-    let Some(ids) = queue_store::insert_items(db, queue_id, &[item], rules.queue_items).await?
+    // The item takes verdicts until the round's deadline even if this process dies waiting.
+    let closes_in = Some(rules.deadline);
+    let Some(ids) =
+        queue_store::insert_items(db, queue_id, &[item], rules.queue_items, closes_in).await?
     else {
         return no_verdict(format!("queue {queue_id} is full"));
     };

@@ -1,6 +1,7 @@
-//! A people's round whose process died while people were ranking: the episode's replay in a new
-//! process closes the item the dead attempt left open and pays the verdict given on it, once,
-//! before asking people to rank its own answers.
+//! A people's round whose process died while people were ranking: its item takes no verdict
+//! past the round's deadline, and the episode's replay in a new process closes the item the dead
+//! attempt left and pays the verdict given on it, once, before asking people to rank its own
+//! answers.
 
 use std::sync::mpsc;
 use std::time::Duration;
@@ -22,9 +23,15 @@ const RUN: &str = "people-replayed";
 const SEED: u64 = 21;
 const ANSWERS: [&str; 3] = ["Feed her.", "Sing.", "Brush her and check her teeth."];
 
-/// Starts `SEED`'s episode in a runtime of its own, dropped when `die` fires: every task of the
-/// attempt (its round included) stops where it is, as in a process killed with SIGKILL.
-fn attempt_that_dies(database_url: String, die: mpsc::Receiver<()>) -> std::thread::JoinHandle<()> {
+/// Starts `SEED`'s episode of `run` in a runtime of its own, people given `deadline_secs`, and
+/// drops the runtime when `die` fires: every task of the attempt (its round included) stops where
+/// it is, as in a process killed with SIGKILL.
+fn attempt_that_dies(
+    database_url: String,
+    run: &'static str,
+    deadline_secs: u64,
+    die: mpsc::Receiver<()>,
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -33,7 +40,7 @@ fn attempt_that_dies(database_url: String, die: mpsc::Receiver<()>) -> std::thre
             .unwrap();
         runtime.spawn(async move {
             let db = lachesis::db::connect(&database_url, 2).await.unwrap();
-            let env = env_for(db, RUN, 300);
+            let env = env_for(db, run, deadline_secs);
             env.setup().await.unwrap();
             let policy = ScriptedPolicy::new(&ANSWERS);
             let _ = env.collect(json!({"seed": SEED}), &policy).await;
@@ -66,7 +73,7 @@ async fn a_replay_after_a_crash_closes_and_pays_what_the_dead_attempt_left_open(
     assert_eq!(status, StatusCode::OK, "{body}");
 
     let (die, dying) = mpsc::channel();
-    let attempt = attempt_that_dies(app.database_url.clone(), dying);
+    let attempt = attempt_that_dies(app.database_url.clone(), RUN, 300, dying);
     let stale = loop {
         if let Some(item) = next_item(&app, &ann, queue).await {
             break item;
@@ -130,4 +137,32 @@ async fn a_replay_after_a_crash_closes_and_pays_what_the_dead_attempt_left_open(
     assert!(collected.group.is_some());
     assert_eq!(earnings(&app, &ann).await, paid);
     reconcile(&app.database_url);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_item_whose_round_died_takes_no_verdict_past_the_round_deadline() {
+    let app = people_app(false).await;
+    let (ann, queue) = super::labelers(&app).await;
+    let (die, dying) = mpsc::channel();
+    let attempt = attempt_that_dies(app.database_url.clone(), "people-abandoned", 2, dying);
+    let item = loop {
+        if let Some(item) = next_item(&app, &ann, queue).await {
+            break item;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    die.send(()).unwrap();
+    attempt.join().unwrap();
+    let db = lachesis::db::connect(&app.database_url, 2).await.unwrap();
+    // Nothing closed it: the round that would have is gone.
+    assert_eq!(item_state(&db, item.item).await, (false, 0));
+    assert!(next_item(&app, &ann, queue).await.is_some());
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(next_item(&app, &ann, queue).await.is_none());
+    assert_eq!(
+        rank(&app, &ann, item.item, &[0, 1, 2]).await,
+        StatusCode::CONFLICT
+    );
+    assert_eq!(item_state(&db, item.item).await, (false, 0));
+    assert_eq!(earnings(&app, &ann).await.payments, 0);
 }
