@@ -4,15 +4,16 @@ use super::*;
 use crate::features::{FEATURE_COUNT, NAMES, OFFERS_MATERIAL};
 use crate::stockfish::{EngineConfig, SearchLimit};
 
-/// One Stockfish process (one thread, so the same seed plays the same games) searching `depth`
-/// plies a position.
+/// Two Stockfish processes (one search thread each, every search from an empty hash, so the same
+/// seed plays the same games) searching `depth` plies a position: the evaluation's two versions
+/// search side by side.
 fn stockfish_at_depth(depth: u32) -> EnginePool {
     let path = crate::stockfish::locate().expect(
         "no Stockfish: apt-get install stockfish (make test installs it), or set LACHESIS_STOCKFISH",
     );
     EnginePool::start(EngineConfig {
         limit: SearchLimit::Depth(depth),
-        processes: 1,
+        processes: 2,
         ..EngineConfig::new(path)
     })
     .unwrap()
