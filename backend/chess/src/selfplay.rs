@@ -81,9 +81,10 @@ impl Default for SelfPlayConfig {
     }
 }
 
-/// Four times a learning version's games. Version 0's rate, the yardstick of the summary, ranged
-/// 0.061-0.121 over seeds 1-6 in twenty games each and 0.068-0.096 in forty.
-pub const DEFAULT_EVALUATION_GAMES: usize = 40;
+/// Ten times a learning version's games. Version 0's rate, the yardstick of the summary, ranged
+/// 0.061-0.121 over seeds 1-6 in twenty games each, 0.065-0.096 over seeds 1-13 in forty and
+/// 0.067-0.087 in a hundred (one sharp game can hold many of a version's sacrifices).
+pub const DEFAULT_EVALUATION_GAMES: usize = 100;
 
 /// None. Over seeds 1-13, learning again from every earlier version (4) took the final rate to
 /// at least twice version 0's on ten seeds rather than six, but left the sound share flat or lower

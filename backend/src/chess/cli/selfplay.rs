@@ -190,6 +190,20 @@ mod tests {
     }
 
     #[test]
+    fn version_0_and_the_final_version_play_a_hundred_evaluation_games_unless_told() {
+        let parse = |flags: &[&str]| {
+            let flags = std::iter::once("selfplay").chain(flags.iter().copied());
+            SelfPlay::try_parse_from(flags)
+                .unwrap()
+                .args
+                .evaluation_games
+        };
+        assert_eq!(parse(&[]), 100);
+        assert_eq!(parse(&["--evaluation-games", "20"]), 20);
+        assert_eq!(parse(&["--evaluation-games", "0"]), 0);
+    }
+
+    #[test]
     fn the_sacrifice_target_has_a_default_a_flag_and_bounds() {
         assert_eq!(target(&[]).unwrap(), Some(SacrificeTarget::default()));
         assert_eq!(
