@@ -169,15 +169,13 @@ pub async fn hear_people(
     let total: i64 = paid.iter().map(|c| c.price.0).sum();
     let cost_usdc = total as f64 / MicroUsdc::PER_USDC as f64;
     // The card's statistics count one evaluation per answer, its price spread over them.
-    let n = answers as i64;
     for (i, score) in panel_scores.iter().enumerate() {
-        let share = total / n + if i == 0 { total % n } else { 0 };
         let evaluation = Evaluation {
             card_id: card.id(),
             run: &config.run,
             score: Some(*score),
             consensus: None,
-            price: MicroUsdc(share),
+            price: Evaluation::price_share(total, answers, i),
             paid_tx: paid[0].tx_id,
             answer: i as i32,
         };

@@ -391,15 +391,13 @@ async fn record(
     let by_answer = &heard.scores[index];
     // Unreadable verdicts are recorded too (without a score): they were paid for, and the bandit
     // must see them as worth nothing.
-    let n = by_answer.len().max(1) as i64;
     for (i, (score, consensus)) in by_answer.iter().zip(&heard.panel_scores).enumerate() {
-        let share = card.price / n + if i == 0 { card.price % n } else { 0 };
         let evaluation = Evaluation {
             card_id: card.id,
             run,
             score: *score,
             consensus: Some(*consensus),
-            price: MicroUsdc(share),
+            price: Evaluation::price_share(card.price, by_answer.len(), i),
             paid_tx: payment,
             answer: i as i32,
         };

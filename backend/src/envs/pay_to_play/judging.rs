@@ -89,12 +89,7 @@ impl Judging {
                 .skip(format!("the run stopped before people ranked it: {reason}"))
                 .await;
         }
-        let db = market.ledger.pool();
-        let cards = Market::load(db, &market.judges)
-            .await
-            .map_err(other)?
-            .payable_by(&market.settler);
-        let replayed = cards.paid_before(db, &self.key).await.map_err(other)?;
+        let (cards, replayed) = market.payable(&self.key).await?;
         let chosen = if replayed.is_empty() {
             cards.bandit_pick(self.panel.panel, self.available.0)
         } else {

@@ -82,6 +82,20 @@ pub struct Marketplace {
     pub queue_items: i64,
 }
 
+impl Marketplace {
+    /// The listed cards this server's settler can pay, with those an earlier attempt at episode
+    /// `key` paid already: a replay hears them again and pays them nothing.
+    async fn payable(&self, key: &str) -> Result<(Market, Vec<usize>), EnvError> {
+        let db = self.ledger.pool();
+        let market = Market::load(db, &self.judges)
+            .await
+            .map_err(other)?
+            .payable_by(&self.settler);
+        let paid = market.paid_before(db, key).await.map_err(other)?;
+        Ok((market, paid))
+    }
+}
+
 pub struct PayToPlayEnv {
     config: EnvConfig,
     settings: Settings,
@@ -198,7 +212,6 @@ impl PayToPlayEnv {
         let task = self.data.task(seed);
         let budget = self.budget_account().await?;
         let ledger = &self.market.ledger;
-        let db = ledger.pool();
         let available = ledger.balance(budget).await.map_err(other)?.available;
         let judging = |rollouts| Judging {
             market: self.market.clone(),
@@ -227,11 +240,7 @@ impl PayToPlayEnv {
             });
             return paced(round.await).await;
         }
-        let market = Market::load(db, &self.market.judges)
-            .await
-            .map_err(other)?
-            .payable_by(&self.market.settler);
-        let replayed = market.paid_before(db, &key).await.map_err(other)?;
+        let (market, replayed) = self.market.payable(&key).await?;
         let (chosen, choice) = if !replayed.is_empty() {
             (replayed, PanelChoice::Bandit)
         } else if market.cheapest().is_none_or(|price| price > available.0) {

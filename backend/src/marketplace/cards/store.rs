@@ -269,10 +269,19 @@ pub struct Evaluation<'a> {
     pub answer: i32,
 }
 
+impl Evaluation<'_> {
+    /// The share of `price` answer `answer` of `answers` carries: equal shares, the remainder on
+    /// the first, so the shares add up to the price.
+    pub fn price_share(price: i64, answers: usize, answer: usize) -> MicroUsdc {
+        let n = answers.max(1) as i64;
+        MicroUsdc(price / n + if answer == 0 { price % n } else { 0 })
+    }
+}
+
 /// Records an evaluation, once per payment and answer: recording a paid evaluation again (a
-/// replayed round) keeps the first. Returns whether it was new.
-pub async fn record_evaluation(db: &PgPool, e: &Evaluation<'_>) -> Result<bool, sqlx::Error> {
-    let stored = sqlx::query(
+/// replayed round) keeps the first.
+pub async fn record_evaluation(db: &PgPool, e: &Evaluation<'_>) -> Result<(), sqlx::Error> {
+    sqlx::query(
         "INSERT INTO card_evaluations (card_id, run, score, consensus, price, paid_tx, answer)
          VALUES ($1, $2, $3, $4, $5, $6, $7)
          ON CONFLICT (paid_tx, answer) DO NOTHING",
@@ -286,7 +295,7 @@ pub async fn record_evaluation(db: &PgPool, e: &Evaluation<'_>) -> Result<bool, 
     .bind(e.answer)
     .execute(db)
     .await?;
-    Ok(stored.rows_affected() == 1)
+    Ok(())
 }
 
 /// A listed card with what the bandit knows of it: its evaluations (`pulls`), how many were
