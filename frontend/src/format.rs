@@ -13,6 +13,16 @@ pub fn ago(now_ms: i64, at_ms: i64) -> String {
     }
 }
 
+/// "4 min 52 s", "9 s": what is left of a wait, to the second.
+pub fn time_left(ms: i64) -> String {
+    let s = ms.max(0) / 1_000;
+    if s < 60 {
+        format!("{s} s")
+    } else {
+        format!("{} min {:02} s", s / 60, s % 60)
+    }
+}
+
 /// A list of scores or advantages, each to two decimals, shortened after `max` entries.
 pub fn numbers(values: &[f64], max: usize) -> String {
     let mut parts: Vec<String> = values.iter().take(max).map(|v| format!("{v:.2}")).collect();
@@ -51,6 +61,15 @@ mod tests {
         assert_eq!(ago(2 * 86_400_000, 0), "2 d ago");
         // A clock slightly behind the server's does not print negative ages.
         assert_eq!(ago(0, 2_000), "just now");
+    }
+
+    #[test]
+    fn time_left_counts_down_in_minutes_and_seconds() {
+        assert_eq!(time_left(292_400), "4 min 52 s");
+        assert_eq!(time_left(60_000), "1 min 00 s");
+        assert_eq!(time_left(59_999), "59 s");
+        // A wait already over (or a clock ahead of the server's) shows nothing left.
+        assert_eq!(time_left(-1_500), "0 s");
     }
 
     #[test]

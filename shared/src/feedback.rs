@@ -108,6 +108,10 @@ pub struct ItemToJudge {
     pub done: i64,
     /// Items left for the caller, this one included.
     pub left: i64,
+    /// Milliseconds the item still takes verdicts for, counted when it was served: an item a
+    /// people's round asked for closes at the round's deadline. `None`: until it is closed.
+    #[serde(default)]
+    pub closes_in_ms: Option<i64>,
 }
 
 /// A judgement of one item.

@@ -7,6 +7,8 @@
 //   rate:    `rate-4`, then `rate-2`;
 //   compare: `compare-a`, then `compare-tie`;
 //   rank:    ranks chosen so the last answer is best (order reversed), then the identity.
+// An item that closes at a deadline (a people's round's) shows its time left: its text is
+// recorded twice, 1.5 s apart, as [first, later]; an item without one records null.
 // At the end it waits for the thanks (`feedback-done`) and the agreement (`feedback-alpha`) and
 // records the alpha text and the export links. The judgements the page sent are recorded from the
 // requests themselves.
@@ -47,6 +49,8 @@ const seen = {
   progress: perQueue(() => []),
   // Answers shown on each item.
   answers: perQueue(() => []),
+  // The time left each item showed, [first reading, 1.5 s later], or null.
+  deadline: perQueue(() => []),
   // The bodies of the judgements the page posted, in order.
   sent: perQueue(() => []),
   exports: perQueue(() => null),
@@ -120,6 +124,14 @@ const workQueue = async (page, kind, id) => {
       throw new Error(`${kind}: item ${last} shows no prompt`);
     }
     seen.answers[kind].push(await page.getByTestId('feedback-answer').count());
+    const deadline = page.getByTestId('feedback-deadline');
+    if ((await deadline.count()) > 0) {
+      const first = await text(deadline);
+      await page.waitForTimeout(1500);
+      seen.deadline[kind].push([first, await text(deadline)]);
+    } else {
+      seen.deadline[kind].push(null);
+    }
     if (round === 0) await shot(page, `${kind}-item`);
     await judge(page, kind, round);
     seen.judged[kind] += 1;

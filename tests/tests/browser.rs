@@ -320,7 +320,8 @@ async fn a_visitor_votes_in_the_catbot_arena_and_the_leaderboard_updates_live() 
 #[tokio::test]
 async fn an_annotator_works_through_the_feedback_queues() {
     check_prerequisites();
-    let mut config = config_for(&fresh_database().await);
+    let database_url = fresh_database().await;
+    let mut config = config_for(&database_url);
     config.auth = true;
     let app = TestApp::spawn_with(config).await;
     let (cookie, csrf) = create_first_owner(&app).await;
@@ -361,6 +362,17 @@ async fn an_annotator_works_through_the_feedback_queues() {
         assert_eq!(response.status(), StatusCode::OK);
         ids.push(id.to_string());
     }
+    // The rank queue's first item closes in ten minutes, as a people's round's item does at the
+    // round's deadline.
+    let db = lachesis::db::connect(&database_url, 1).await.unwrap();
+    sqlx::query(
+        "UPDATE feedback_items SET closes_at = now() + interval '10 minutes'
+         WHERE id = (SELECT min(id) FROM feedback_items WHERE queue_id = $1)",
+    )
+    .bind(ids[0].parse::<i64>().unwrap())
+    .execute(&db)
+    .await
+    .unwrap();
     let env = [
         ("QUEUE_RANK", ids[0].clone()),
         ("QUEUE_RATE", ids[1].clone()),
@@ -377,6 +389,23 @@ async fn an_annotator_works_through_the_feedback_queues() {
     assert_eq!(
         report["done_shown"],
         json!({"rank": true, "rate": true, "compare": true}),
+        "{report:#}"
+    );
+    // That item showed its time left, counting down; the others, which close only when closed,
+    // showed none.
+    let deadline = &report["deadline"];
+    let [first, later] = [&deadline["rank"][0][0], &deadline["rank"][0][1]].map(|t| {
+        t.as_str()
+            .unwrap_or_else(|| panic!("{report:#}"))
+            .to_owned()
+    });
+    assert!(first.starts_with("Takes verdicts for another "), "{first}");
+    assert!(first.contains(" min "), "{first}");
+    assert_ne!(first, later, "the time left counts down: {report:#}");
+    assert_eq!(deadline["rank"][1], Value::Null, "{report:#}");
+    assert_eq!(
+        [&deadline["rate"], &deadline["compare"]],
+        [&json!([null, null]), &json!([null, null])],
         "{report:#}"
     );
     assert_eq!(

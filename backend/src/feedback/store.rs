@@ -173,12 +173,14 @@ pub async fn next_item(
     .fetch_one(db)
     .await?;
     let row = sqlx::query!(
-        "SELECT i.id, i.prompt, i.answers FROM feedback_items i
+        r#"SELECT i.id, i.prompt, i.answers,
+                (extract(epoch FROM i.closes_at - now()) * 1000)::bigint AS closes_in_ms
+         FROM feedback_items i
          WHERE i.queue_id = $1 AND i.judged < $3 AND NOT i.closed
            AND (i.closes_at IS NULL OR i.closes_at > now())
            AND NOT EXISTS (SELECT 1 FROM feedback_judgements j
                            WHERE j.item_id = i.id AND j.annotator = $2)
-         ORDER BY i.judged, i.id LIMIT 1",
+         ORDER BY i.judged, i.id LIMIT 1"#,
         queue.id,
         annotator,
         queue.overlap as i32
@@ -194,6 +196,7 @@ pub async fn next_item(
         answers: r.answers,
         done: counts.done,
         left: counts.left,
+        closes_in_ms: r.closes_in_ms,
     }))
 }
 

@@ -260,6 +260,8 @@ async fn members_work_through_a_queue_with_overlap_and_their_agreement_is_measur
         for choice in choices {
             let item = next(&app, who, compare.id).await.expect("an item");
             assert_eq!(item.answers.len(), 2);
+            // Added through the route: it takes verdicts until it is closed.
+            assert_eq!(item.closes_in_ms, None);
             let bad = judge(&app, who, item.item, json!({"kind": "rate", "score": 3})).await;
             assert_eq!(bad, StatusCode::UNPROCESSABLE_ENTITY);
             let status = judge(

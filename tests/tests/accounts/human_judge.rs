@@ -195,6 +195,12 @@ async fn people_rank_a_group_for_pay_and_silence_falls_back_to_the_bandit() {
         .group
         .expect("the people's ranks judge it");
     assert_eq!(item.answers[2], "Brush her and check her teeth.");
+    // The person ranking is told how long the item takes verdicts: the round's 60 s, less the
+    // moments since it asked.
+    let closes_in_ms = item
+        .closes_in_ms
+        .expect("a round's item says when it closes");
+    assert!((50_000..=60_000).contains(&closes_in_ms), "{closes_in_ms}");
     let cost = PRICE as f64 / 1e6;
     let expected: Vec<f64> = places(&order).iter().map(|p| p - cost).collect();
     assert_eq!(

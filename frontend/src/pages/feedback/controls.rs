@@ -1,8 +1,12 @@
 //! One item in the workspace: the progress, the prompt, the answers and the controls of the
 //! queue's kind (five score buttons, A / B / equal, or a rank per answer).
 
+use std::time::Duration;
+
 use lachesis_shared::feedback::{FeedbackKind, ItemToJudge, Judgement, PairChoice};
 use leptos::prelude::*;
+
+use crate::format::time_left;
 
 use super::rank_order;
 use super::workspace::Desk;
@@ -35,7 +39,40 @@ pub(super) fn ItemView(item: ItemToJudge, desk: Desk, ready: Signal<bool>) -> im
         FeedbackKind::Compare => compare_view(item.answers, desk, ready).into_any(),
         FeedbackKind::Rank => view! { <RankView answers=item.answers desk ready /> }.into_any(),
     };
-    view! { {progress} {prompt} {controls} }
+    let deadline = item
+        .closes_in_ms
+        .map(|closes_in_ms| view! { <Deadline closes_in_ms /> });
+    view! { {progress} {deadline} {prompt} {controls} }
+}
+
+/// How long the item still takes verdicts (a people's round asked for it and ends then), counted
+/// down each second from the browser's clock: the server sends a duration, not an instant, so a
+/// browser whose clock is off still counts right. A verdict sent after the end is refused and the
+/// next item loads.
+#[component]
+fn Deadline(closes_in_ms: i64) -> impl IntoView {
+    let ends_at_ms = js_sys::Date::now() + closes_in_ms as f64;
+    let left_ms = RwSignal::new(closes_in_ms.max(0));
+    let tick = move || {
+        left_ms.set((ends_at_ms - js_sys::Date::now()).max(0.0) as i64);
+    };
+    if let Ok(handle) = set_interval_with_handle(tick, Duration::from_secs(1)) {
+        on_cleanup(move || handle.clear());
+    }
+    let text = move || match left_ms.get() {
+        0 => "The round that asked for this item has ended: it takes no more verdicts.".to_owned(),
+        ms => format!("Takes verdicts for another {}", time_left(ms)),
+    };
+    view! {
+        <p
+            class="feedback-deadline muted"
+            role="timer"
+            data-testid="feedback-deadline"
+            data-ended=move || (left_ms.get() == 0).to_string()
+        >
+            {text}
+        </p>
+    }
 }
 
 /// One answer's text, for the browser test in answer order.
