@@ -449,6 +449,11 @@ impl Server {
             self.state.hosting.chess_review_sweep,
             envs_stopped.clone(),
         );
+        let people_items_sweep = crate::marketplace::abandoned::spawn_sweep(
+            &self.state,
+            self.state.hosting.people_items_sweep,
+            envs_stopped.clone(),
+        );
         // A lost owner lock (its connection cut) is noticed and taken again within seconds.
         let owner_watch = self
             .state
@@ -476,6 +481,7 @@ impl Server {
         let _ = tokio::time::timeout_at(deadline.tasks, bridge).await;
         let _ = tokio::time::timeout_at(deadline.tasks, sampler).await;
         let _ = tokio::time::timeout_at(deadline.tasks, review_sweep).await;
+        let _ = tokio::time::timeout_at(deadline.tasks, people_items_sweep).await;
         // After the sweep, which would otherwise start reviews again with the claims given back.
         match tokio::time::timeout_at(deadline.end, crate::chess::release_claims(&self.state)).await
         {

@@ -115,7 +115,7 @@ pub async fn insert_items(
     queue: i64,
     items: &[NewItem],
     cap: i64,
-    closes_in: Option<Duration>,
+    round: Option<&RoundTerms<'_>>,
 ) -> Result<Option<Vec<i64>>, sqlx::Error> {
     let mut tx = db.begin().await?;
     let counted: Option<i32> = sqlx::query_scalar(
@@ -133,20 +133,81 @@ pub async fn insert_items(
     let mut ids = Vec::with_capacity(items.len());
     for item in items {
         let id: i64 = sqlx::query_scalar(
-            "INSERT INTO feedback_items (queue_id, prompt, answers, source, closes_at) \
-             VALUES ($1, $2, $3, $4, now() + $5::float8 * interval '1 second') RETURNING id",
+            "INSERT INTO feedback_items
+               (queue_id, prompt, answers, source, closes_at, pay_from, pay_each, pay_key)
+             VALUES ($1, $2, $3, $4, now() + $5::float8 * interval '1 second', $6, $7, $8)
+             RETURNING id",
         )
         .bind(queue)
         .bind(&item.prompt)
         .bind(&item.answers)
         .bind(item.source.as_deref())
-        .bind(closes_in.map(|d| d.as_secs_f64()))
+        .bind(round.map(|r| r.closes_in.as_secs_f64()))
+        .bind(round.map(|r| r.pay_from))
+        .bind(round.map(|r| r.pay_each))
+        .bind(round.map(|r| r.pay_key))
         .fetch_one(&mut *tx)
         .await?;
         ids.push(id);
     }
     tx.commit().await?;
     Ok(Some(ids))
+}
+
+/// What a people's round adds with its item: the round's deadline, after which the item takes no
+/// verdict, and what the round owes for each verdict, so that the item can be settled without it.
+#[derive(Debug, Clone, Copy)]
+pub struct RoundTerms<'a> {
+    pub closes_in: Duration,
+    /// The ledger account that pays (the run's budget).
+    pub pay_from: i64,
+    /// Micro-USDC per verdict.
+    pub pay_each: i64,
+    /// A verdict is paid under `<pay_key>/verdict/<judgement id>`.
+    pub pay_key: &'a str,
+}
+
+/// The longest `pay_key`: a verdict's key, with `/verdict/` and a judgement id, must fit the
+/// ledger's 200 characters.
+pub const PAY_KEY_CHARS: usize = 170;
+
+/// An item whose round never settled it, with what the round owed for each verdict.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct UnsettledItem {
+    pub id: i64,
+    pub pay_from: i64,
+    pub pay_each: i64,
+    pub pay_key: String,
+}
+
+/// Up to `limit` items with payment terms whose deadline passed more than `grace` ago and that
+/// nobody settled: their round died, and no run replayed it in time.
+pub async fn unsettled_items(
+    db: &PgPool,
+    grace: Duration,
+    limit: i64,
+) -> Result<Vec<UnsettledItem>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, pay_from, pay_each, pay_key FROM feedback_items
+         WHERE pay_from IS NOT NULL AND settled_at IS NULL
+           AND closes_at < now() - $1::float8 * interval '1 second'
+         ORDER BY closes_at LIMIT $2",
+    )
+    .bind(grace.as_secs_f64())
+    .bind(limit)
+    .fetch_all(db)
+    .await
+}
+
+/// Marks `item`'s verdicts as all paid.
+pub async fn mark_settled(db: &PgPool, item: i64) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE feedback_items SET settled_at = now() WHERE id = $1 AND settled_at IS NULL",
+    )
+    .bind(item)
+    .execute(db)
+    .await?;
+    Ok(())
 }
 
 /// The next item of `queue` for `annotator`: one still short of its overlap that they have not

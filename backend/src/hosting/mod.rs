@@ -77,6 +77,10 @@ pub struct HostingArgs {
     /// Items one feedback queue may hold.
     #[arg(long, env = "LACHESIS_FEEDBACK_QUEUE_ITEMS")]
     pub feedback_queue_items: Option<i64>,
+    /// Seconds between looks for people's items whose round died without paying their verdicts;
+    /// an item is left to its own round for as long past its deadline.
+    #[arg(long, env = "LACHESIS_PEOPLE_ITEMS_SWEEP_S")]
+    pub people_items_sweep_s: Option<u64>,
 }
 
 /// The resolved settings.
@@ -98,6 +102,7 @@ pub struct Hosting {
     pub evaluations_at_once: usize,
     pub evaluation_timeout: Duration,
     pub feedback_queue_items: i64,
+    pub people_items_sweep: Duration,
 }
 
 impl Default for Hosting {
@@ -123,6 +128,7 @@ impl Default for Hosting {
             // Agreement reads a queue's judgements at once: 20k items × 20 overlap is some 400k
             // small rows.
             feedback_queue_items: crate::feedback::DEFAULT_QUEUE_ITEMS,
+            people_items_sweep: crate::marketplace::abandoned::DEFAULT_SWEEP,
         }
     }
 }
@@ -222,6 +228,11 @@ impl Hosting {
                 "--feedback-queue-items",
                 args.feedback_queue_items,
                 d.feedback_queue_items,
+            )?,
+            people_items_sweep: seconds(
+                "--people-items-sweep-s",
+                args.people_items_sweep_s,
+                d.people_items_sweep,
             )?,
         })
     }
@@ -336,22 +347,29 @@ mod tests {
     }
 
     #[test]
-    fn evaluations_and_feedback_queues_are_bounded_by_default_and_by_flag() {
+    fn evaluations_feedback_queues_and_the_people_items_sweep_have_defaults_and_flags() {
         let d = Hosting::resolve(&HostingArgs::default()).unwrap();
         assert_eq!(d.evaluations_at_once, 1);
         assert_eq!(d.evaluation_timeout, Duration::from_secs(600));
         assert_eq!(d.feedback_queue_items, 20_000);
+        assert_eq!(d.people_items_sweep, Duration::from_secs(30));
         let given = HostingArgs {
             evaluations_at_once: Some(3),
             evaluation_timeout_s: Some(20),
             feedback_queue_items: Some(9),
+            people_items_sweep_s: Some(2),
             ..HostingArgs::default()
         };
         let h = Hosting::resolve(&given).unwrap();
         assert_eq!(h.evaluations_at_once, 3);
         assert_eq!(h.evaluation_timeout, Duration::from_secs(20));
         assert_eq!(h.feedback_queue_items, 9);
+        assert_eq!(h.people_items_sweep, Duration::from_secs(2));
         for none in [
+            HostingArgs {
+                people_items_sweep_s: Some(0),
+                ..HostingArgs::default()
+            },
             HostingArgs {
                 evaluations_at_once: Some(0),
                 ..HostingArgs::default()

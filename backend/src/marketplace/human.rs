@@ -18,9 +18,9 @@ use tokio::time::Instant;
 
 use super::cards::store::{Evaluation, listed_card};
 use super::panel::{Card, PanelConfig, PanelError, PanelResult, Round};
-use crate::feedback::store::{self as queue_store, ClosedJudgement, QueueScope};
-use crate::ledger::{Ledger, LedgerError, Transfer};
-use crate::settlement::{SettleError, Settler};
+use crate::feedback::store::{self as queue_store, ClosedJudgement, QueueScope, RoundTerms};
+use crate::ledger::{AccountId, Ledger, LedgerError, Transfer};
+use crate::settlement::{Paid, SettleError, Settler};
 
 /// How often a waiting round looks for new verdicts.
 const POLL: Duration = Duration::from_millis(500);
@@ -89,7 +89,8 @@ pub async fn hear_people(
         return no_verdict(format!("queue {queue_id} does not rank answers"));
     }
     let source = clip_to(&format!("{} {}", config.run, round.key), 200);
-    settle_earlier_items(ledger, settler, &card, round, queue_id, &source).await?;
+    let pay = VerdictPay::of(&card, round);
+    settle_earlier_items(ledger, settler, &pay, queue_id, &source).await?;
     if *closing.borrow() {
         return no_verdict("the run is stopping".into());
     }
@@ -106,15 +107,24 @@ pub async fn hear_people(
             MicroUsdc(card.price)
         ));
     }
+    if pay.key.chars().count() > queue_store::PAY_KEY_CHARS {
+        return no_verdict("the round's key is too long to pay verdicts under".into());
+    }
     let item = NewItem {
         prompt: clip(prompt),
         answers: round.answers.iter().map(|a| clip(a)).collect(),
         source: Some(source),
     };
-    // The item takes verdicts until the round's deadline even if this process dies waiting.
-    let closes_in = Some(rules.deadline);
+    // The item takes verdicts until the round's deadline, and carries what each is owed, even if
+    // this process dies waiting: the server then settles it (see `abandoned`).
+    let terms = RoundTerms {
+        closes_in: rules.deadline,
+        pay_from: pay.payer.0,
+        pay_each: pay.each,
+        pay_key: &pay.key,
+    };
     let Some(ids) =
-        queue_store::insert_items(db, queue_id, &[item], rules.queue_items, closes_in).await?
+        queue_store::insert_items(db, queue_id, &[item], rules.queue_items, Some(&terms)).await?
     else {
         return no_verdict(format!("queue {queue_id} is full"));
     };
@@ -146,8 +156,14 @@ pub async fn hear_people(
         if order.len() != answers {
             continue;
         }
-        match pay_verdict(ledger, settler, &card, round, &verdict).await {
-            Ok(card) => paid.push(card),
+        match pay.verdict(ledger, settler, &verdict).await {
+            Ok(payment) => paid.push(PaidCard {
+                slug: card.slug.clone(),
+                price: MicroUsdc(card.price),
+                tx_id: Some(payment.tx_id),
+                chain_tx: payment.chain_tx,
+                explorer_url: payment.explorer_url,
+            }),
             // Another round spent the budget meanwhile: an unpaid verdict is not used.
             Err(e) if e.is_insufficient_funds() => {
                 tracing::warn!(item, verdict = verdict.id, "a verdict could not be paid");
@@ -159,6 +175,7 @@ pub async fn hear_people(
             places[answer] += 1.0 - place as f64 / (answers - 1) as f64;
         }
     }
+    queue_store::mark_settled(db, item).await?;
     if paid.is_empty() {
         return no_verdict(format!(
             "no verdict within {} s",
@@ -196,52 +213,53 @@ pub async fn hear_people(
     }))
 }
 
-/// Pays `verdict` the card's price from the round's budget into its annotator's account, once:
-/// the key names the round, the card and the verdict.
-async fn pay_verdict(
-    ledger: &Ledger,
-    settler: &Settler,
-    card: &Card,
-    round: &Round<'_>,
-    verdict: &ClosedJudgement,
-) -> Result<PaidCard, SettleError> {
-    let key = format!("{}/{}/verdict/{}", round.key, card.slug, verdict.id);
-    let transfer = Transfer {
-        key: &key,
-        payer: round.budget,
-        payee: ledger.annotator_account(verdict.annotator).await?,
-        amount: MicroUsdc(card.price),
-        memo: "human verdict",
-    };
-    let payment = settler.pay(ledger, &transfer).await?;
-    Ok(PaidCard {
-        slug: card.slug.clone(),
-        price: MicroUsdc(card.price),
-        tx_id: Some(payment.tx_id),
-        chain_tx: payment.chain_tx,
-        explorer_url: payment.explorer_url,
-    })
+/// What a people's round pays for each verdict on its item: from whom, how much, under which key.
+pub(super) struct VerdictPay {
+    pub payer: AccountId,
+    /// Micro-USDC.
+    pub each: i64,
+    /// A verdict is paid under `<key>/verdict/<judgement id>`: the round and the card.
+    pub key: String,
 }
 
-/// An earlier attempt at this round, in a process that died (a crash, `kill -9`), left its item
-/// behind: still open, where people would go on ranking it for nothing, or closed with verdicts
-/// it never paid. Each such item is closed and every verdict on it paid under the key that attempt
-/// used, so one it paid is not paid again. The verdicts are not used: they rank answers this
-/// attempt does not have (its answers are sampled again).
-async fn settle_earlier_items(
-    ledger: &Ledger,
-    settler: &Settler,
-    card: &Card,
-    round: &Round<'_>,
-    queue: i64,
-    source: &str,
-) -> Result<(), PanelError> {
-    let record = |e: &dyn std::fmt::Display| PanelError::Record(e.to_string());
-    let db = ledger.pool();
-    for item in queue_store::items_from(db, queue, source)
-        .await
-        .map_err(|e| record(&e))?
-    {
+impl VerdictPay {
+    fn of(card: &Card, round: &Round<'_>) -> Self {
+        Self {
+            payer: round.budget,
+            each: card.price,
+            key: format!("{}/{}", round.key, card.slug),
+        }
+    }
+
+    /// Pays `verdict` into its annotator's account, once per verdict whoever asks.
+    async fn verdict(
+        &self,
+        ledger: &Ledger,
+        settler: &Settler,
+        verdict: &ClosedJudgement,
+    ) -> Result<Paid, SettleError> {
+        let key = format!("{}/verdict/{}", self.key, verdict.id);
+        let transfer = Transfer {
+            key: &key,
+            payer: self.payer,
+            payee: ledger.annotator_account(verdict.annotator).await?,
+            amount: MicroUsdc(self.each),
+            memo: "human verdict",
+        };
+        settler.pay(ledger, &transfer).await
+    }
+
+    /// Closes `item` and pays every rank verdict on it that is not paid yet, then marks it
+    /// settled. A verdict the payer cannot afford stays unpaid (and is logged): nobody will try
+    /// again, as its round would not have.
+    pub(super) async fn settle(
+        &self,
+        ledger: &Ledger,
+        settler: &Settler,
+        item: i64,
+    ) -> Result<(), PanelError> {
+        let record = |e: &dyn std::fmt::Display| PanelError::Record(e.to_string());
+        let db = ledger.pool();
         let verdicts = queue_store::close_item(db, item)
             .await
             .map_err(|e| record(&e))?;
@@ -249,16 +267,38 @@ async fn settle_earlier_items(
             if !matches!(verdict.judgement, Judgement::Rank { .. }) {
                 continue;
             }
-            match pay_verdict(ledger, settler, card, round, &verdict).await {
+            match self.verdict(ledger, settler, &verdict).await {
                 Ok(_) => {}
                 // Paid already, at the price the card had then.
                 Err(SettleError::Ledger(LedgerError::IdempotencyConflict(_))) => {}
                 Err(e) if e.is_insufficient_funds() => {
-                    tracing::warn!(item, verdict = verdict.id, "an earlier verdict is unpaid");
+                    tracing::warn!(item, verdict = verdict.id, "a verdict is left unpaid");
                 }
                 Err(other) => return Err(other.into()),
             }
         }
+        queue_store::mark_settled(db, item).await?;
+        Ok(())
+    }
+}
+
+/// An earlier attempt at this round, in a process that died (a crash, `kill -9`), left its item
+/// behind: still open, where people would go on ranking it for nothing, or closed with verdicts
+/// it never paid. Each such item is settled under the keys that attempt used, so a verdict it
+/// paid is not paid again. The verdicts are not used: they rank answers this attempt does not
+/// have (its answers are sampled again).
+async fn settle_earlier_items(
+    ledger: &Ledger,
+    settler: &Settler,
+    pay: &VerdictPay,
+    queue: i64,
+    source: &str,
+) -> Result<(), PanelError> {
+    for item in queue_store::items_from(ledger.pool(), queue, source)
+        .await
+        .map_err(|e| PanelError::Record(e.to_string()))?
+    {
+        pay.settle(ledger, settler, item).await?;
     }
     Ok(())
 }

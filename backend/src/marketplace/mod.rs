@@ -2,6 +2,7 @@
 //! them, and how their judges are run. The cards judge caretakers, so a verdict is read by the cat
 //! caretaker's judging protocol (`envs::cat_caretaker::verdict`).
 
+pub mod abandoned;
 pub mod cards;
 pub mod feed;
 pub mod human;

@@ -30,13 +30,17 @@ const ADMIN: &str = "admin-token-for-the-human-judge-tests";
 const PRICE: i64 = 2_000;
 
 async fn people_app(model: bool) -> TestApp {
+    TestApp::spawn_with(people_config(model).await).await
+}
+
+async fn people_config(model: bool) -> lachesis::config::ServeConfig {
     let mut config = config_for(&fresh_database().await);
     config.auth = true;
     config.api_token = Some(ADMIN.into());
     if model {
         config.model = Some(model_path());
     }
-    TestApp::spawn_with(config).await
+    config
 }
 
 async fn post(app: &TestApp, who: Caller<'_>, path: &str, body: Value) -> (StatusCode, Value) {
@@ -110,6 +114,15 @@ async fn rounds(app: &TestApp, run: &str) -> Vec<RoundEvent> {
             MarketEvent::Skipped(_) => None,
         })
         .collect()
+}
+
+/// Whether `item`'s verdicts were all paid, by its round or for it.
+async fn settled(db: &sqlx::PgPool, item: i64) -> bool {
+    sqlx::query_scalar("SELECT settled_at IS NOT NULL FROM feedback_items WHERE id = $1")
+        .bind(item)
+        .fetch_one(db)
+        .await
+        .unwrap()
 }
 
 fn reconcile(database_url: &str) {

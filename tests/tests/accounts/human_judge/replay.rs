@@ -1,7 +1,7 @@
 //! A people's round whose process died while people were ranking: its item takes no verdict
 //! past the round's deadline, and the episode's replay in a new process closes the item the dead
 //! attempt left and pays the verdict given on it, once, before asking people to rank its own
-//! answers.
+//! answers. With no replay, the server's sweep pays it once the deadline is well past.
 
 use std::sync::mpsc;
 use std::time::Duration;
@@ -17,6 +17,7 @@ use serde_json::json;
 
 use super::super::sign_up;
 use super::{PRICE, earnings, env_for, human_card, next_item, people_app, places, post, rank};
+use super::{people_config, settled};
 use super::{reconcile, rounds};
 
 const RUN: &str = "people-replayed";
@@ -117,6 +118,8 @@ async fn a_replay_after_a_crash_closes_and_pays_what_the_dead_attempt_left_open(
     );
     assert_eq!(item_state(&db, stale.item).await, (true, 1));
     assert_eq!(item_state(&db, fresh).await, (true, 1));
+    // Both settled, so the server's sweep leaves them alone.
+    assert!(settled(&db, stale.item).await && settled(&db, fresh).await);
     let paid = Earnings {
         balance: MicroUsdc(2 * PRICE),
         payments: 2,
@@ -165,4 +168,51 @@ async fn an_item_whose_round_died_takes_no_verdict_past_the_round_deadline() {
     );
     assert_eq!(item_state(&db, item.item).await, (false, 0));
     assert_eq!(earnings(&app, &ann).await.payments, 0);
+}
+
+/// Nobody restarts the run: the server's sweep (every second here) closes the dead round's item
+/// and pays ann's verdict on the terms the round stored with it, once the deadline is a sweep
+/// period past, and only once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_pays_the_verdicts_of_a_dead_round_nobody_replays() {
+    let mut config = people_config(false).await;
+    config.hosting.people_items_sweep = Duration::from_secs(1);
+    let app = lachesis_tests::TestApp::spawn_with(config).await;
+    let (ann, queue) = super::labelers(&app).await;
+    let (die, dying) = mpsc::channel();
+    let attempt = attempt_that_dies(app.database_url.clone(), "people-never-replayed", 2, dying);
+    let item = loop {
+        if let Some(item) = next_item(&app, &ann, queue).await {
+            break item;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        rank(&app, &ann, item.item, &[1, 2, 0]).await,
+        StatusCode::OK
+    );
+    die.send(()).unwrap();
+    attempt.join().unwrap();
+    let db = lachesis::db::connect(&app.database_url, 2).await.unwrap();
+    // Before the deadline, the item is its round's: open, unpaid.
+    assert_eq!(item_state(&db, item.item).await, (false, 1));
+    assert_eq!(earnings(&app, &ann).await.payments, 0);
+    assert!(!settled(&db, item.item).await);
+
+    let mut waited = Duration::ZERO;
+    while earnings(&app, &ann).await.payments == 0 {
+        assert!(waited < Duration::from_secs(30), "the sweep never paid ann");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        waited += Duration::from_millis(200);
+    }
+    assert_eq!(item_state(&db, item.item).await, (true, 1));
+    assert!(settled(&db, item.item).await);
+    // Later sweeps find it settled: paid once.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let paid = Earnings {
+        balance: MicroUsdc(PRICE),
+        payments: 1,
+    };
+    assert_eq!(earnings(&app, &ann).await, paid);
+    reconcile(&app.database_url);
 }
