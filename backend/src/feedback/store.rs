@@ -425,10 +425,15 @@ pub async fn export_page(
         .collect()
 }
 
-/// The items of queue `queue` whose source is `source`, oldest first.
-pub async fn items_from(db: &PgPool, queue: i64, source: &str) -> Result<Vec<i64>, sqlx::Error> {
+/// The items of queue `queue` whose source is `source` and that nobody settled, oldest first.
+pub async fn unsettled_items_from(
+    db: &PgPool,
+    queue: i64,
+    source: &str,
+) -> Result<Vec<i64>, sqlx::Error> {
     sqlx::query_scalar(
-        "SELECT id FROM feedback_items WHERE queue_id = $1 AND source = $2 ORDER BY id",
+        "SELECT id FROM feedback_items
+         WHERE queue_id = $1 AND source = $2 AND settled_at IS NULL ORDER BY id",
     )
     .bind(queue)
     .bind(source)

@@ -284,9 +284,9 @@ impl VerdictPay {
 
 /// An earlier attempt at this round, in a process that died (a crash, `kill -9`), left its item
 /// behind: still open, where people would go on ranking it for nothing, or closed with verdicts
-/// it never paid. Each such item is settled under the keys that attempt used, so a verdict it
-/// paid is not paid again. The verdicts are not used: they rank answers this attempt does not
-/// have (its answers are sampled again).
+/// it never paid. Each such item nobody settled yet (an earlier replay, the server's sweep) is
+/// settled under the keys that attempt used, so a verdict it paid is not paid again. The verdicts
+/// are not used: they rank answers this attempt does not have (its answers are sampled again).
 async fn settle_earlier_items(
     ledger: &Ledger,
     settler: &Settler,
@@ -294,7 +294,7 @@ async fn settle_earlier_items(
     queue: i64,
     source: &str,
 ) -> Result<(), PanelError> {
-    for item in queue_store::items_from(ledger.pool(), queue, source)
+    for item in queue_store::unsettled_items_from(ledger.pool(), queue, source)
         .await
         .map_err(|e| PanelError::Record(e.to_string()))?
     {
