@@ -67,39 +67,21 @@ pub async fn resume_reviews(state: &AppState) -> Result<usize, AppError> {
 }
 
 /// Every `every` until `shutdown`, resumes the reviews nobody is doing (see [`resume_reviews`]),
-/// supervised. A failed sweep is logged and the next one tries again.
+/// supervised. The first sweep waits a period: the server's start has just resumed what was left.
 pub fn spawn_sweep(
     state: &AppState,
     every: Duration,
     shutdown: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
-    let swept = state.clone();
-    state
-        .tasks
-        .spawn("chess-review-sweep", shutdown.clone(), move || {
-            sweep(swept.clone(), every, shutdown.clone())
-        })
-}
-
-async fn sweep(
-    state: AppState,
-    every: Duration,
-    mut shutdown: watch::Receiver<bool>,
-) -> anyhow::Result<()> {
-    // The server's start has just resumed what was left.
-    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = shutdown.changed() => return Ok(()),
+    let sweep = |state: AppState| async move {
+        let games = resume_reviews(&state).await?;
+        if games > 0 {
+            tracing::info!(games, "chess reviews resumed by the sweep");
         }
-        match resume_reviews(&state).await {
-            Ok(0) => {}
-            Ok(games) => tracing::info!(games, "chess reviews resumed by the sweep"),
-            Err(e) => tracing::warn!(error = %e, "the chess review sweep failed"),
-        }
-    }
+        Ok(())
+    };
+    let tasks = &state.tasks;
+    tasks.spawn_every("chess-review-sweep", every, shutdown, state.clone(), sweep)
 }
 
 /// Gives back every review claim this server holds, at a graceful stop: the reviews it cut off

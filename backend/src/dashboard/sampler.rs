@@ -42,29 +42,21 @@ pub fn spawn(
     activity: std::sync::Arc<Activity>,
     shutdown: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
-    tasks.spawn("status-sampler", shutdown.clone(), move || {
-        run(db.clone(), activity.clone(), shutdown.clone())
-    })
-}
-
-async fn run(
-    db: PgPool,
-    activity: std::sync::Arc<Activity>,
-    mut shutdown: watch::Receiver<bool>,
-) -> anyhow::Result<()> {
-    let mut tick = tokio::time::interval(PERIOD);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = shutdown.changed() => return Ok(()),
-        }
+    let sample_touched = |(db, activity): (PgPool, std::sync::Arc<Activity>)| async move {
         for run in activity.take() {
             if let Err(e) = sample(&db, &run).await {
                 tracing::warn!(%run, error = %e, "status sample failed");
             }
         }
-    }
+        Ok(())
+    };
+    tasks.spawn_every(
+        "status-sampler",
+        PERIOD,
+        shutdown,
+        (db, activity),
+        sample_touched,
+    )
 }
 
 /// Records and publishes one sample of `run`.

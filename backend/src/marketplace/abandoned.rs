@@ -20,38 +20,21 @@ pub const DEFAULT_SWEEP: Duration = Duration::from_secs(30);
 /// Items one sweep settles; the rest wait for the next.
 const ITEMS_PER_SWEEP: i64 = 100;
 
-/// Sweeps every `every` until `shutdown`.
+/// Sweeps every `every` until `shutdown`, supervised.
 pub fn spawn_sweep(
     state: &AppState,
     every: Duration,
     shutdown: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
-    let swept = state.clone();
-    state
-        .tasks
-        .spawn("people-items-sweep", shutdown.clone(), move || {
-            sweep(swept.clone(), every, shutdown.clone())
-        })
-}
-
-async fn sweep(
-    state: AppState,
-    every: Duration,
-    mut shutdown: watch::Receiver<bool>,
-) -> anyhow::Result<()> {
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = shutdown.changed() => return Ok(()),
+    let sweep = move |state: AppState| async move {
+        let items = settle_unsettled(&state, every).await?;
+        if items > 0 {
+            tracing::info!(items, "people's items settled after their round died");
         }
-        match settle_unsettled(&state, every).await {
-            Ok(0) => {}
-            Ok(items) => tracing::info!(items, "people's items settled after their round died"),
-            Err(e) => tracing::warn!(error = %e, "settling people's items failed"),
-        }
-    }
+        Ok(())
+    };
+    let tasks = &state.tasks;
+    tasks.spawn_every("people-items-sweep", every, shutdown, state.clone(), sweep)
 }
 
 /// Settles the items whose deadline passed more than `grace` ago and that nobody settled; gives

@@ -74,6 +74,44 @@ impl Supervisor {
         self.inner.backoff
     }
 
+    /// Runs `job` on a clone of `context` every `every`, the first time `every` after the start,
+    /// until `shutdown` turns true, supervised as [`Supervisor::spawn`]. A job that fails is
+    /// logged and the next tick tries again: a periodic sweep that fails once has not failed as a
+    /// task.
+    pub fn spawn_every<C, F, Fut>(
+        &self,
+        name: &str,
+        every: Duration,
+        shutdown: watch::Receiver<bool>,
+        context: C,
+        job: F,
+    ) -> JoinHandle<()>
+    where
+        C: Clone + Send + 'static,
+        F: Fn(C) -> Fut + Clone + Send + 'static,
+        Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
+        let task = name.to_owned();
+        self.spawn(name, shutdown.clone(), move || {
+            let (job, context, task) = (job.clone(), context.clone(), task.clone());
+            let mut shutdown = shutdown.clone();
+            async move {
+                let mut tick = tokio::time::interval_at(Instant::now() + every, every);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => {}
+                        _ = shutdown.changed() => return Ok(()),
+                    }
+                    if let Err(e) = job(context.clone()).await {
+                        let error = redact::text(&format!("{e:#}"));
+                        tracing::warn!(task = %task, %error, "a periodic job failed");
+                    }
+                }
+            }
+        })
+    }
+
     /// Runs the task `make` builds until it returns `Ok` or `shutdown` turns true, building and
     /// starting it again after each failure. A name already taken gets a number (`env:x#2`).
     /// Aborting the returned handle aborts the running attempt too.

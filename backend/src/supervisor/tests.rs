@@ -214,3 +214,37 @@ async fn names_are_made_unique_and_probes_are_listed() {
     assert!(outside.contains("lachesis_task_restarts_total{task=\"outside\"} 3\n"));
     assert!(outside.contains("lachesis_task_up{task=\"outside\"} 0\n"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_periodic_job_runs_each_period_after_the_first_and_a_failure_does_not_stop_it() {
+    let tasks = Supervisor::default();
+    let (stop, shutdown) = watch::channel(false);
+    let start = Instant::now();
+    let runs = Arc::new(Mutex::new(Vec::<Duration>::new()));
+    let job = move |runs: Arc<Mutex<Vec<Duration>>>| async move {
+        let n = {
+            let mut runs = runs.lock().unwrap();
+            runs.push(start.elapsed());
+            runs.len()
+        };
+        if n == 2 {
+            bail!("the second run fails");
+        }
+        Ok(())
+    };
+    let handle = tasks.spawn_every(
+        "sweep",
+        Duration::from_secs(10),
+        shutdown,
+        runs.clone(),
+        job,
+    );
+    until(|| runs.lock().unwrap().len() >= 4).await;
+    let at: Vec<u64> = runs.lock().unwrap().iter().map(|d| d.as_secs()).collect();
+    // Not at the start, then every ten seconds, the failed second run included.
+    assert_eq!(at[..4], [10, 20, 30, 40]);
+    assert_eq!(task(&tasks.snapshot(), "sweep").restarts, 0);
+    stop.send(true).unwrap();
+    handle.await.unwrap();
+    assert_eq!(task(&tasks.snapshot(), "sweep").state, TaskState::Stopped);
+}
