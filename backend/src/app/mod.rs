@@ -466,14 +466,12 @@ impl Server {
                 live.shutdown();
             })
             .await?;
-        // A runner stops at its next check; one stuck in a long generation is cut off (after 10 s
-        // at most: its last calls to this server, refused while draining, are not worth more).
-        let envs_until = deadline
-            .tasks
-            .min(tokio::time::Instant::now() + std::time::Duration::from_secs(10));
+        // A runner stops at its next check, once the rounds it cut off are recorded (a paid round
+        // finishes); one stuck longer, in a long generation or a slow judge, is cut off at the
+        // tasks' deadline of `--shutdown-timeout-s`.
         for env in envs {
             let abort = env.abort_handle();
-            if tokio::time::timeout_at(envs_until, env).await.is_err() {
+            if tokio::time::timeout_at(deadline.tasks, env).await.is_err() {
                 abort.abort();
             }
         }
