@@ -85,7 +85,9 @@ export async function runInChromium(name, seen, body, { stackLines = 3 } = {}) {
     if (browser) await browser.close().catch(() => {});
     rmSync(profile, { recursive: true, force: true });
   }
-  console.log(JSON.stringify(seen));
+  // The report can pass a pipe's 64 KiB (an arena's streamed answers, snapshot by snapshot), and
+  // an exit right after a write to a full pipe cuts what is still queued: exit once it is written.
+  await new Promise((resolve) => process.stdout.write(`${JSON.stringify(seen)}\n`, resolve));
   process.exit(seen.ok ? 0 : 1);
 }
 
