@@ -143,9 +143,9 @@ pub async fn insert_items(
         .bind(&item.answers)
         .bind(item.source.as_deref())
         .bind(round.map(|r| r.closes_in.as_secs_f64()))
-        .bind(round.map(|r| r.pay_from))
-        .bind(round.map(|r| r.pay_each))
-        .bind(round.map(|r| r.pay_key))
+        .bind(round.map(|r| r.pay.pay_from))
+        .bind(round.map(|r| r.pay.pay_each))
+        .bind(round.map(|r| r.pay.pay_key.as_str()))
         .fetch_one(&mut *tx)
         .await?;
         ids.push(id);
@@ -159,12 +159,18 @@ pub async fn insert_items(
 #[derive(Debug, Clone, Copy)]
 pub struct RoundTerms<'a> {
     pub closes_in: Duration,
+    pub pay: &'a PayTerms,
+}
+
+/// What a people's round owes for each verdict on its item.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct PayTerms {
     /// The ledger account that pays (the run's budget).
     pub pay_from: i64,
     /// Micro-USDC per verdict.
     pub pay_each: i64,
     /// A verdict is paid under `<pay_key>/verdict/<judgement id>`.
-    pub pay_key: &'a str,
+    pub pay_key: String,
 }
 
 /// The longest `pay_key`: a verdict's key, with `/verdict/` and a judgement id, must fit the
@@ -175,9 +181,8 @@ pub const PAY_KEY_CHARS: usize = 170;
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct UnsettledItem {
     pub id: i64,
-    pub pay_from: i64,
-    pub pay_each: i64,
-    pub pay_key: String,
+    #[sqlx(flatten)]
+    pub pay: PayTerms,
 }
 
 /// Up to `limit` items with payment terms whose deadline passed more than `grace` ago and that

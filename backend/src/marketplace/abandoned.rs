@@ -9,10 +9,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::human::VerdictPay;
+use super::human::settle_item;
 use crate::app::AppState;
 use crate::feedback::store as queue_store;
-use crate::ledger::AccountId;
 use crate::settlement::Settler;
 
 /// Seconds between sweeps, and how long past its deadline an item is left to its own round.
@@ -42,14 +41,8 @@ pub fn spawn_sweep(
 pub async fn settle_unsettled(state: &AppState, grace: Duration) -> anyhow::Result<usize> {
     let items = queue_store::unsettled_items(&state.db, grace, ITEMS_PER_SWEEP).await?;
     for item in &items {
-        let pay = VerdictPay {
-            payer: AccountId(item.pay_from),
-            each: item.pay_each,
-            key: item.pay_key.clone(),
-        };
         // People's rounds run only where payments settle in the ledger alone.
-        pay.settle(&state.ledger, &Settler::Simulated, item.id)
-            .await?;
+        settle_item(&state.ledger, &Settler::Simulated, &item.pay, item.id).await?;
     }
     Ok(items.len())
 }

@@ -18,7 +18,9 @@ use tokio::time::Instant;
 
 use super::cards::store::{Evaluation, listed_card};
 use super::panel::{Card, PanelConfig, PanelError, PanelResult, Round};
-use crate::feedback::store::{self as queue_store, ClosedJudgement, QueueScope, RoundTerms};
+use crate::feedback::store::{
+    self as queue_store, ClosedJudgement, PayTerms, QueueScope, RoundTerms,
+};
 use crate::ledger::{AccountId, Ledger, LedgerError, Transfer};
 use crate::settlement::{Paid, SettleError, Settler};
 
@@ -89,7 +91,7 @@ pub async fn hear_people(
         return no_verdict(format!("queue {queue_id} does not rank answers"));
     }
     let source = clip_to(&format!("{} {}", config.run, round.key), 200);
-    let pay = VerdictPay::of(&card, round);
+    let pay = pay_terms(&card, round);
     settle_earlier_items(ledger, settler, &pay, queue_id, &source).await?;
     if *closing.borrow() {
         return no_verdict("the run is stopping".into());
@@ -107,7 +109,7 @@ pub async fn hear_people(
             MicroUsdc(card.price)
         ));
     }
-    if pay.key.chars().count() > queue_store::PAY_KEY_CHARS {
+    if pay.pay_key.chars().count() > queue_store::PAY_KEY_CHARS {
         return no_verdict("the round's key is too long to pay verdicts under".into());
     }
     let item = NewItem {
@@ -119,9 +121,7 @@ pub async fn hear_people(
     // this process dies waiting: the server then settles it (see `abandoned`).
     let terms = RoundTerms {
         closes_in: rules.deadline,
-        pay_from: pay.payer.0,
-        pay_each: pay.each,
-        pay_key: &pay.key,
+        pay: &pay,
     };
     let Some(ids) =
         queue_store::insert_items(db, queue_id, &[item], rules.queue_items, Some(&terms)).await?
@@ -156,7 +156,7 @@ pub async fn hear_people(
         if order.len() != answers {
             continue;
         }
-        match pay.verdict(ledger, settler, &verdict).await {
+        match pay_verdict(ledger, settler, &pay, &verdict).await {
             Ok(payment) => paid.push(PaidCard {
                 slug: card.slug.clone(),
                 price: MicroUsdc(card.price),
@@ -213,73 +213,63 @@ pub async fn hear_people(
     }))
 }
 
-/// What a people's round pays for each verdict on its item: from whom, how much, under which key.
-pub(super) struct VerdictPay {
-    pub payer: AccountId,
-    /// Micro-USDC.
-    pub each: i64,
-    /// A verdict is paid under `<key>/verdict/<judgement id>`: the round and the card.
-    pub key: String,
+/// What `round` owes for each verdict under `card`: the card's price from the round's budget,
+/// under a key naming the round and the card.
+fn pay_terms(card: &Card, round: &Round<'_>) -> PayTerms {
+    PayTerms {
+        pay_from: round.budget.0,
+        pay_each: card.price,
+        pay_key: format!("{}/{}", round.key, card.slug),
+    }
 }
 
-impl VerdictPay {
-    fn of(card: &Card, round: &Round<'_>) -> Self {
-        Self {
-            payer: round.budget,
-            each: card.price,
-            key: format!("{}/{}", round.key, card.slug),
+/// Pays `verdict` on `terms` into its annotator's account, once per verdict whoever asks.
+async fn pay_verdict(
+    ledger: &Ledger,
+    settler: &Settler,
+    terms: &PayTerms,
+    verdict: &ClosedJudgement,
+) -> Result<Paid, SettleError> {
+    let key = format!("{}/verdict/{}", terms.pay_key, verdict.id);
+    let transfer = Transfer {
+        key: &key,
+        payer: AccountId(terms.pay_from),
+        payee: ledger.annotator_account(verdict.annotator).await?,
+        amount: MicroUsdc(terms.pay_each),
+        memo: "human verdict",
+    };
+    settler.pay(ledger, &transfer).await
+}
+
+/// Closes `item` and pays on `terms` every rank verdict on it that is not paid yet, then marks it
+/// settled. A verdict the payer cannot afford stays unpaid (and is logged): nobody will try again,
+/// as its round would not have.
+pub(super) async fn settle_item(
+    ledger: &Ledger,
+    settler: &Settler,
+    terms: &PayTerms,
+    item: i64,
+) -> Result<(), PanelError> {
+    let db = ledger.pool();
+    let verdicts = queue_store::close_item(db, item)
+        .await
+        .map_err(|e| PanelError::Record(e.to_string()))?;
+    for verdict in verdicts {
+        if !matches!(verdict.judgement, Judgement::Rank { .. }) {
+            continue;
+        }
+        match pay_verdict(ledger, settler, terms, &verdict).await {
+            Ok(_) => {}
+            // Paid already, at the price the card had then.
+            Err(SettleError::Ledger(LedgerError::IdempotencyConflict(_))) => {}
+            Err(e) if e.is_insufficient_funds() => {
+                tracing::warn!(item, verdict = verdict.id, "a verdict is left unpaid");
+            }
+            Err(other) => return Err(other.into()),
         }
     }
-
-    /// Pays `verdict` into its annotator's account, once per verdict whoever asks.
-    async fn verdict(
-        &self,
-        ledger: &Ledger,
-        settler: &Settler,
-        verdict: &ClosedJudgement,
-    ) -> Result<Paid, SettleError> {
-        let key = format!("{}/verdict/{}", self.key, verdict.id);
-        let transfer = Transfer {
-            key: &key,
-            payer: self.payer,
-            payee: ledger.annotator_account(verdict.annotator).await?,
-            amount: MicroUsdc(self.each),
-            memo: "human verdict",
-        };
-        settler.pay(ledger, &transfer).await
-    }
-
-    /// Closes `item` and pays every rank verdict on it that is not paid yet, then marks it
-    /// settled. A verdict the payer cannot afford stays unpaid (and is logged): nobody will try
-    /// again, as its round would not have.
-    pub(super) async fn settle(
-        &self,
-        ledger: &Ledger,
-        settler: &Settler,
-        item: i64,
-    ) -> Result<(), PanelError> {
-        let record = |e: &dyn std::fmt::Display| PanelError::Record(e.to_string());
-        let db = ledger.pool();
-        let verdicts = queue_store::close_item(db, item)
-            .await
-            .map_err(|e| record(&e))?;
-        for verdict in verdicts {
-            if !matches!(verdict.judgement, Judgement::Rank { .. }) {
-                continue;
-            }
-            match self.verdict(ledger, settler, &verdict).await {
-                Ok(_) => {}
-                // Paid already, at the price the card had then.
-                Err(SettleError::Ledger(LedgerError::IdempotencyConflict(_))) => {}
-                Err(e) if e.is_insufficient_funds() => {
-                    tracing::warn!(item, verdict = verdict.id, "a verdict is left unpaid");
-                }
-                Err(other) => return Err(other.into()),
-            }
-        }
-        queue_store::mark_settled(db, item).await?;
-        Ok(())
-    }
+    queue_store::mark_settled(db, item).await?;
+    Ok(())
 }
 
 /// An earlier attempt at this round, in a process that died (a crash, `kill -9`), left its item
@@ -290,7 +280,7 @@ impl VerdictPay {
 async fn settle_earlier_items(
     ledger: &Ledger,
     settler: &Settler,
-    pay: &VerdictPay,
+    pay: &PayTerms,
     queue: i64,
     source: &str,
 ) -> Result<(), PanelError> {
@@ -298,7 +288,7 @@ async fn settle_earlier_items(
         .await
         .map_err(|e| PanelError::Record(e.to_string()))?
     {
-        pay.settle(ledger, settler, item).await?;
+        settle_item(ledger, settler, pay, item).await?;
     }
     Ok(())
 }
